@@ -1,0 +1,66 @@
+"""The error classes dislib_nn raises.
+
+Every error a user can trigger names the argument, what was expected and
+the value received. Classes subclass the built-in exception a Python
+user would reach for first (``ValueError``, ``TypeError``,
+``RuntimeError``), so ``except ValueError`` keeps working.
+"""
+
+from sklearn.exceptions import NotFittedError
+
+__all__ = [
+    "DislibNNError",
+    "TaskDefinitionError",
+    "TaskArgumentError",
+    "TaskError",
+    "WorkerDiedError",
+    "BackendError",
+    "NotFittedError",
+]
+
+
+class DislibNNError(Exception):
+    """Base class of every error raised by dislib_nn itself."""
+
+
+class TaskDefinitionError(DislibNNError, TypeError):
+    """A ``@task`` or ``@constraint`` decorator was given bad arguments."""
+
+
+class TaskArgumentError(DislibNNError, TypeError):
+    """A task was called with an argument the runtime cannot send to a worker.
+
+    Raised at call time, before the task is submitted: a lambda or a
+    closure (COMPSs pickles without cloudpickle), an object that cannot be
+    pickled, or a future hidden inside a container that is not a declared
+    collection.
+    """
+
+
+class TaskError(DislibNNError, RuntimeError):
+    """A task failed and its original exception could not be rebuilt.
+
+    Most task failures re-raise the task's own exception type at
+    ``wait_on``; this class stands in when that exception cannot be
+    pickled back to the master.
+    """
+
+    def __init__(self, message, task_name=None, remote_type=None,
+                 remote_traceback=None):
+        super().__init__(message)
+        self.task_name = task_name
+        self.remote_type = remote_type
+        self.remote_traceback = remote_traceback
+
+
+class WorkerDiedError(DislibNNError, RuntimeError):
+    """The worker process running a task died (segfault, OOM kill, exit)."""
+
+    def __init__(self, message, task_name=None, exitcode=None):
+        super().__init__(message)
+        self.task_name = task_name
+        self.exitcode = exitcode
+
+
+class BackendError(DislibNNError, RuntimeError):
+    """The task runtime was configured or used in a way it cannot honour."""

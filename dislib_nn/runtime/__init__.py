@@ -1,0 +1,230 @@
+"""The one import point for task code: PyCOMPSs's API over three backends.
+
+Task code is written exactly as for PyCOMPSs::
+
+    from dislib_nn.runtime import task, wait_on, COLLECTION_IN, Type, Depth
+
+    @task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1})
+    def total(blocks):
+        return sum(blocks)
+
+Backends
+--------
+``compss``
+    Chosen automatically when the script runs inside the COMPSs runtime
+    (``runcompss`` / ``enqueue_compss``): the names below are then the real
+    ``pycompss`` decorators and functions, unchanged.
+``local`` (default elsewhere)
+    A pool of worker processes on this machine, one per CPU core.
+``sequential``
+    Runs each task inline in the calling process, with the same strict
+    rules. For debugging.
+
+``DISLIB_NN_BACKEND`` (``local``, ``sequential``, ``compss``),
+``DISLIB_NN_WORKERS`` and ``DISLIB_NN_THREADS`` (torch threads per local
+worker, default 1) choose the same things as :func:`set_backend`.
+"""
+
+import atexit
+import os
+import threading
+
+from dislib_nn.exceptions import BackendError
+from dislib_nn.runtime import _compss_detect, _params
+
+__all__ = [
+    "task", "constraint", "wait_on", "barrier", "delete_object",
+    "IN", "INOUT", "COMMUTATIVE", "COLLECTION_IN", "COLLECTION_OUT",
+    "Type", "Depth", "set_backend", "backend_name", "n_workers",
+    "shared_empty",
+]
+
+_BACKENDS = ("local", "sequential", "compss")
+_START_METHODS = ("forkserver", "fork", "spawn")
+
+
+def _env_choice():
+    name = os.environ.get("DISLIB_NN_BACKEND", "").strip().lower()
+    if name and name not in _BACKENDS:
+        raise BackendError(
+            f"DISLIB_NN_BACKEND must be one of {', '.join(_BACKENDS)}. "
+            f"Got {name!r} instead.")
+    if name == "compss" and not _compss_detect.in_compss():
+        raise BackendError(
+            "DISLIB_NN_BACKEND=compss, but this script is not running "
+            "inside the COMPSs runtime: launch it with runcompss or "
+            "enqueue_compss.")
+    if not name:
+        name = "compss" if _compss_detect.in_compss() else "local"
+    return name
+
+
+def _env_int(var):
+    raw = os.environ.get(var)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise BackendError(f"{var} must be an int >= 1. Got {raw!r} "
+                           f"instead.")
+    return value
+
+
+_BACKEND = _env_choice()
+
+if _BACKEND == "compss":
+    from dislib_nn.runtime._compss import (  # noqa: F401
+        COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type,
+        barrier, constraint, delete_object, n_compss_workers, task, wait_on)
+else:
+    from dislib_nn.runtime._params import (  # noqa: F401
+        COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
+    from dislib_nn.runtime._task import constraint  # noqa: F401
+
+from dislib_nn.runtime._serialize import shared_empty  # noqa: E402,F401
+
+_lock = threading.Lock()
+_engine = None
+_settings = {"n_workers": _env_int("DISLIB_NN_WORKERS"),
+             "threads": _env_int("DISLIB_NN_THREADS") or 1,
+             "start_method": os.environ.get("DISLIB_NN_START_METHOD",
+                                            "forkserver")}
+
+
+def _current_engine():
+    """The engine of the local or sequential backend, created on first use."""
+    global _engine
+    if _engine is None:
+        with _lock:
+            if _engine is None:
+                _engine = _make_engine()
+    return _engine
+
+
+def _make_engine():
+    from dislib_nn.runtime._engine import Engine
+    if _BACKEND == "sequential":
+        from dislib_nn.runtime._sequential import SequentialExecutor
+        return Engine(lambda e: SequentialExecutor(e, _settings["threads"]),
+                      "sequential")
+    from dislib_nn.runtime._local import LocalExecutor, default_workers
+    workers = _settings["n_workers"] or default_workers()
+    engine = Engine(lambda e: LocalExecutor(
+        e, workers, _settings["threads"], _settings["start_method"]),
+        "local")
+    atexit.register(engine.shutdown)
+    return engine
+
+
+if _BACKEND != "compss":
+    def task(**options):
+        """Declare a task, with PyCOMPSs's keywords and meaning.
+
+        ``returns`` (required) is the number of results; other keywords
+        give parameter directions: ``x=INOUT``, ``acc=COMMUTATIVE``,
+        ``blocks={Type: COLLECTION_IN, Depth: 2}``.
+        """
+        from dislib_nn.runtime._task import make_task
+        return make_task(_current_engine, options)
+
+    def wait_on(*objs):
+        """Wait for futures and return their values.
+
+        Futures inside lists and dicts are resolved too, recursively
+        (tuples are left alone, as PyCOMPSs does). Several arguments give a
+        list of results.
+        """
+        values = [_wait(obj) for obj in objs]
+        return values[0] if len(values) == 1 else values
+
+    def barrier():
+        """Wait until every task submitted so far has finished."""
+        if _engine is not None:
+            _engine.barrier()
+
+    def delete_object(obj):
+        """Tell the runtime the program will not use ``obj`` again."""
+        if _engine is not None:
+            _engine.delete(obj)
+        return True
+
+
+def _wait(obj):
+    if _engine is not None and _engine.tracks(obj):
+        return _engine.wait(obj)
+    if isinstance(obj, list):
+        return [_wait(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _wait(v) for k, v in obj.items()}
+    if _engine is None:
+        return obj
+    return _engine.wait(obj)
+
+
+def set_backend(name, n_workers=None, threads_per_worker=None,
+                start_method=None):
+    """Choose the backend that runs tasks from now on.
+
+    Parameters
+    ----------
+    name : {"local", "sequential", "compss"}
+    n_workers : int, default=None
+        Worker processes of the local backend (default: one per core).
+    threads_per_worker : int, default=None
+        Torch intra-op threads in each task (default 1).
+    start_method : {"forkserver", "fork", "spawn"}, default=None
+        How local workers start (default ``forkserver``).
+
+    A running local pool is shut down first: futures from before the
+    switch cannot be used after it. ``compss`` can only be chosen when the
+    script already runs inside COMPSs, where it is chosen automatically.
+    """
+    global _engine, _BACKEND
+    if name not in _BACKENDS:
+        raise BackendError(f"backend must be one of {', '.join(_BACKENDS)}."
+                           f" Got {name!r} instead.")
+    for arg, value in (("n_workers", n_workers),
+                       ("threads_per_worker", threads_per_worker)):
+        if value is not None and (isinstance(value, bool)
+                                  or not isinstance(value, int)
+                                  or value < 1):
+            raise BackendError(f"{arg} must be an int >= 1. Got {value!r} "
+                               f"instead.")
+    if start_method is not None and start_method not in _START_METHODS:
+        raise BackendError(
+            f"start_method must be one of {', '.join(_START_METHODS)}. "
+            f"Got {start_method!r} instead.")
+    if (name == "compss") != (_BACKEND == "compss"):
+        raise BackendError(
+            f"cannot switch from the {_BACKEND} backend to {name}: the "
+            f"compss backend is chosen when dislib_nn is imported inside "
+            f"the COMPSs runtime, and only there.")
+    with _lock:
+        if _engine is not None:
+            _engine.shutdown()
+            _engine = None
+        _BACKEND = name
+        if n_workers is not None:
+            _settings["n_workers"] = n_workers
+        if threads_per_worker is not None:
+            _settings["threads"] = threads_per_worker
+        if start_method is not None:
+            _settings["start_method"] = start_method
+
+
+def backend_name():
+    """The name of the backend that runs tasks now."""
+    return _BACKEND
+
+
+def n_workers():
+    """How many tasks the backend can run at the same time."""
+    if _BACKEND == "compss":
+        return n_compss_workers()
+    if _BACKEND == "sequential":
+        return 1
+    from dislib_nn.runtime._local import default_workers
+    return _settings["n_workers"] or default_workers()

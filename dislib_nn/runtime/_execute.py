@@ -1,0 +1,147 @@
+"""Running one task from its serialized form: the worker's side of a task.
+
+The sequential backend calls :func:`run` in the master's own process and
+the local backend's workers call it in theirs, so both apply exactly the
+same rules: arguments arrive unpickled from payloads, outputs leave
+pickled, and an exception travels back as data.
+"""
+
+import importlib
+import inspect
+import pickle
+import sys
+import traceback
+
+import torch
+
+from dislib_nn.runtime import _serialize
+
+# True while a task body runs: a task called from inside a task runs
+# inline, as under COMPSs.
+_inside_task = False
+# True in a worker process of the local backend: task calls made there
+# outside a task body (say, by an unguarded script being imported) also
+# run inline instead of starting a pool of their own.
+in_worker = False
+
+
+class Unset:
+    """Placeholder of a ``COLLECTION_OUT`` element the task must assign."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __reduce__(self):
+        return (Unset, ())
+
+    def __repr__(self):
+        return "<unassigned COLLECTION_OUT element>"
+
+
+UNSET = Unset()
+
+
+def resolve_task(module, qualname):
+    """Find a task function by name, as a COMPSs worker does."""
+    mod = sys.modules.get(module) or importlib.import_module(module)
+    obj = mod
+    try:
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        raise LookupError(
+            f"task {qualname}() was not found in module {module!r} on the "
+            f"worker. Define tasks at module level; a task defined in a "
+            f"script must be defined before the code that calls it runs "
+            f"(and the script must be a file the workers can import).") \
+            from None
+    return obj
+
+
+def run(payloads):
+    """Run one task from ``[header, arguments, *dependencies]`` payloads.
+
+    The header holds the task function (pickled by name), the declared
+    outputs and the number of torch threads. Returns ``[status,
+    *outputs]`` as payloads, where status is ``("ok",)`` or ``("error",
+    type name, message, traceback, pickled exception or None)``.
+    """
+    global _inside_task
+    header_payload, args_payload, *dep_payloads = payloads
+    name = "<unknown task>"
+    try:
+        header = _serialize.loads(header_payload)
+        name = header["name"]
+        fn = getattr(header["function"], "__wrapped__", header["function"])
+        deps = [_serialize.loads(p) for p in dep_payloads]
+        arguments = _serialize.loads(args_payload, deps)
+        bound = inspect.BoundArguments(inspect.signature(fn), arguments)
+        threads = header.get("threads")
+        if threads and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        _inside_task = True
+        try:
+            result = fn(*bound.args, **bound.kwargs)
+        finally:
+            _inside_task = False
+        outputs = [_dump_output(name, value)
+                   for value in _outputs(header, result, arguments)]
+    except BaseException as exc:  # noqa: B902 - the task's error is data
+        return _error_status(name, exc)
+    return [_serialize.dumps(("ok",))] + outputs
+
+
+def _outputs(header, result, arguments):
+    returns = header["returns"]
+    if returns == 1:
+        values = [result]
+    elif returns > 1:
+        if not isinstance(result, (tuple, list)) or len(result) != returns:
+            got = (f"{len(result)} values" if isinstance(result, (tuple, list))
+                   else f"a {type(result).__name__}")
+            raise ValueError(
+                f"task {header['name']}() is declared with returns="
+                f"{returns} but returned {got}.")
+        values = list(result)
+    else:
+        values = []
+    for kind, param, path in header["outputs"]:
+        if kind == "param":
+            values.append(arguments[param])
+        else:
+            element = arguments[param]
+            for i in path:
+                element = element[i]
+            if element is UNSET:
+                raise ValueError(
+                    f"task {header['name']}() did not assign element "
+                    f"{list(path)} of its COLLECTION_OUT parameter "
+                    f"'{param}'.")
+            values.append(element)
+    return values
+
+
+def _dump_output(name, value):
+    try:
+        return _serialize.dumps(value)
+    except _serialize.HiddenFuture:
+        raise TypeError(
+            f"task {name}() returned a future; a task returns values.") \
+            from None
+
+
+def _error_status(name, exc):
+    text = "".join(traceback.format_exception(type(exc), exc,
+                                              exc.__traceback__))
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    try:
+        exc_data = pickle.dumps(exc)
+        # The exception must also come back intact on the other side.
+        pickle.loads(exc_data)
+    except BaseException:  # noqa: B902 - any failure means "not portable"
+        exc_data = None
+    return [_serialize.dumps(("error", kind, str(exc), text, exc_data))]

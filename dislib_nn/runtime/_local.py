@@ -1,0 +1,210 @@
+"""The local backend: tasks run in a pool of worker processes.
+
+Each worker is a long-lived process, like a COMPSs executor, connected to
+the master by a Unix socket. The master keeps the task graph; a receiver
+thread collects results, resolves futures and hands the next ready task
+to the worker that just became idle. A worker that dies fails the task it
+was running with :class:`~dislib_nn.exceptions.WorkerDiedError` and is
+replaced.
+
+Workers start from a fork server by default, so they are clean processes
+that import the user's script the way COMPSs workers do (code under
+``if __name__ == "__main__":`` does not run there); ``start_method="fork"``
+is faster to start and also sees tasks defined interactively.
+"""
+
+import collections
+import multiprocessing
+import multiprocessing.connection
+import os
+import resource
+import signal
+import socket
+import threading
+
+from dislib_nn.exceptions import WorkerDiedError
+from dislib_nn.runtime import _channel, _worker
+
+
+class _Worker:
+    __slots__ = ("index", "process", "sock", "node")
+
+    def __init__(self, index, process, sock):
+        self.index = index
+        self.process = process
+        self.sock = sock
+        self.node = None
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, engine, n_workers, threads, start_method):
+        self.engine = engine
+        self.n_workers = n_workers
+        self.threads = threads
+        self.start_method = start_method
+        self._context = None
+        self._workers = []
+        self._idle = collections.deque()
+        self._ready = collections.deque()
+        self._receiver = None
+        self._wake_r, self._wake_w = None, None
+        self._stopping = False
+
+    # ----------------------------------------------------------- workers
+    def _start(self):
+        _raise_fd_limit()
+        self._context = multiprocessing.get_context(self.start_method)
+        if self.start_method == "forkserver":
+            self._context.set_forkserver_preload(
+                ["dislib_nn.runtime._worker", "torch"])
+        self._wake_r, self._wake_w = socket.socketpair()
+        for i in range(self.n_workers):
+            self._spawn(i)
+        self._receiver = threading.Thread(
+            target=self._receive, name="dislib_nn-receiver", daemon=True)
+        self._receiver.start()
+
+    def _spawn(self, index):
+        master_end, worker_end = socket.socketpair()
+        process = self._context.Process(
+            target=_worker.main, args=(worker_end, self.threads),
+            name=f"dislib_nn-worker-{index}", daemon=True)
+        process.start()
+        worker_end.close()
+        worker = _Worker(index, process, master_end)
+        if index < len(self._workers):
+            self._workers[index] = worker
+        else:
+            self._workers.append(worker)
+        self._idle.append(worker)
+        return worker
+
+    # ---------------------------------------------------------- dispatch
+    def dispatch(self, node):
+        """Queue a ready node (the engine lock is held)."""
+        if self._receiver is None:
+            self._start()
+        self._ready.append(node)
+        self._pump()
+
+    def _pump(self):
+        while self._ready and self._idle:
+            worker = self._idle.popleft()
+            node = self._ready.popleft()
+            worker.node = node
+            try:
+                _channel.send(worker.sock, self.engine.message(node))
+            except OSError:
+                # The worker is gone; the receiver reports it and
+                # fails the node.
+                pass
+
+    # ----------------------------------------------------------- receive
+    def _receive(self):
+        while True:
+            with self.engine.lock:
+                if self._stopping:
+                    return
+                watched = {w.sock: w for w in self._workers}
+                watched.update({w.process.sentinel: w
+                                for w in self._workers})
+            ready = multiprocessing.connection.wait(
+                list(watched) + [self._wake_r])
+            for obj in ready:
+                if obj is self._wake_r:
+                    continue
+                worker = watched[obj]
+                if obj is worker.sock:
+                    self._collect(worker)
+                elif self._workers[worker.index] is worker:
+                    self._died(worker)
+
+    def _collect(self, worker):
+        try:
+            result = _channel.recv(worker.sock)
+        except OSError:
+            result = None
+        if result is None:
+            self._died(worker)
+            return
+        with self.engine.lock:
+            node, worker.node = worker.node, None
+            self._idle.append(worker)
+            if node is not None:
+                self.engine.complete(node, result)
+            self._pump()
+
+    def _died(self, worker):
+        with self.engine.lock:
+            if self._stopping or self._workers[worker.index] is not worker:
+                return
+            worker.process.join(timeout=5)
+            code = worker.process.exitcode
+            worker.sock.close()
+            if worker in self._idle:
+                self._idle.remove(worker)
+            node, worker.node = worker.node, None
+            self._spawn(worker.index)
+            if node is not None:
+                self.engine.fail(node, WorkerDiedError(
+                    f"the worker process running task {node.name}() died "
+                    f"({_describe_exit(code)}). It may have run out of "
+                    f"memory or crashed in native code; the task was not "
+                    f"retried.", task_name=node.name, exitcode=code))
+            self._pump()
+
+    # ---------------------------------------------------------- shutdown
+    def shutdown(self):
+        with self.engine.lock:
+            if self._receiver is None or self._stopping:
+                return
+            self._stopping = True
+            workers = list(self._workers)
+            for worker in workers:
+                if worker.node is None:
+                    try:
+                        _channel.send(worker.sock, [_worker.STOP])
+                    except OSError:
+                        pass
+            self._wake_w.send(b"x")
+        for worker in workers:
+            worker.process.join(timeout=2 if worker.node is None else 0)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(timeout=2)
+            worker.sock.close()
+        self._receiver.join(timeout=2)
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _describe_exit(code):
+    if code is None:
+        return "it did not exit"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _raise_fd_limit():
+    # Shared-memory buffers travel as file descriptors: give the master
+    # the room its hard limit allows.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (
+                hard if hard != resource.RLIM_INFINITY else 65536, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def default_workers():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

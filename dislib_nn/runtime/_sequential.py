@@ -1,0 +1,26 @@
+"""The strict inline backend: every task runs in the calling process.
+
+It runs each task as soon as it is ready, in submission order, but
+through the same serialization as the parallel backend: arguments are
+pickled and rebuilt, ``IN`` arguments are private copies, results come
+back as futures that need ``wait_on``, and errors surface at ``wait_on``.
+Use it to debug a task with ``pdb`` or prints.
+"""
+
+from dislib_nn.runtime import _execute
+
+
+class SequentialExecutor:
+    name = "sequential"
+
+    def __init__(self, engine, threads=None):
+        self.engine = engine
+        self.threads = threads
+        self.n_workers = 1
+
+    def dispatch(self, node):
+        result = _execute.run(self.engine.message(node))
+        self.engine.complete(node, result)
+
+    def shutdown(self):
+        pass
