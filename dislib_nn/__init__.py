@@ -6,6 +6,11 @@ reduction tasks. Runs under ``runcompss`` on clusters and with plain
 ``python`` everywhere else (see :mod:`dislib_nn.runtime`).
 """
 
+from dislib_nn import data as _data
+from dislib_nn import training as _training
+from dislib_nn.data import *  # noqa: F401,F403
+from dislib_nn.training import *  # noqa: F401,F403
+
 __version__ = "0.1.0"
 
-__all__ = []
+__all__ = list(_data.__all__) + list(_training.__all__)

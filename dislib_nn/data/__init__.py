@@ -1,0 +1,3 @@
+"""ds-tensor: blocked N-d tensors whose blocks tasks own."""
+
+__all__ = []

@@ -1,0 +1,3 @@
+"""Epoch-averaging estimators."""
+
+__all__ = []
