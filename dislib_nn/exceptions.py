@@ -16,6 +16,10 @@ __all__ = [
     "WorkerDiedError",
     "BackendError",
     "NotFittedError",
+    "InvalidParameterError",
+    "ShapeError",
+    "DtypeError",
+    "DataFileError",
 ]
 
 
@@ -64,3 +68,30 @@ class WorkerDiedError(DislibNNError, RuntimeError):
 
 class BackendError(DislibNNError, RuntimeError):
     """The task runtime was configured or used in a way it cannot honour."""
+
+
+class InvalidParameterError(DislibNNError, ValueError, TypeError):
+    """A parameter has the wrong type or a value out of its range.
+
+    The message names the function, the parameter, what was expected and
+    the value received, in scikit-learn's shape: "The 'block_size'
+    parameter of from_array must be an int in the range [1, 250] (the
+    number of rows). Got 0 instead."
+    """
+
+
+class ShapeError(DislibNNError, ValueError):
+    """Inputs whose shapes do not fit together, or that are empty.
+
+    For example x and y with different numbers of rows, block sizes that
+    do not add up to the number of rows, or files holding samples of
+    different shapes.
+    """
+
+
+class DtypeError(DislibNNError, TypeError):
+    """Data of a dtype a tensor cannot hold (objects, strings, records)."""
+
+
+class DataFileError(DislibNNError, ValueError):
+    """A data file is not in the expected format (say, not a ``.npy``)."""

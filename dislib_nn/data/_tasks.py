@@ -1,0 +1,284 @@
+"""The per-block task kernels of the ds-tensor.
+
+Every kernel is a module-level task taking and returning plain data: CPU
+torch tensors, numpy arrays, numbers. A kernel that builds a large block
+allocates it with :func:`~dislib_nn.runtime.shared_empty`, so the block is
+returned without a further copy. Kernels never hold more than the blocks
+they are given.
+"""
+
+import numpy as np
+import torch
+
+from dislib_nn.runtime import COLLECTION_IN, COLLECTION_OUT, Depth, Type, \
+    shared_empty, task
+
+
+# ------------------------------------------------------------- creation
+@task(returns=1)
+def _to_block(block):
+    """Hand a block built on the master to the runtime."""
+    return block
+
+
+@task(returns=1)
+def _random_block(shape, seed, dtype):
+    generator = torch.Generator().manual_seed(seed)
+    out = shared_empty(shape, dtype)
+    if dtype.is_floating_point or dtype.is_complex:
+        out.uniform_(0.0, 1.0, generator=generator)
+    elif dtype == torch.bool:
+        out.copy_(torch.randint(0, 2, shape, generator=generator))
+    else:
+        out.random_(0, 100, generator=generator)
+    return out
+
+
+@task(returns=1)
+def _zeros_block(shape, dtype):
+    return shared_empty(shape, dtype).zero_()
+
+
+@task(returns=1)
+def _read_npy_rows(path, start, stop):
+    """Rows ``start:stop`` of a ``.npy`` file, read through a memory map."""
+    array = np.load(path, mmap_mode="r")
+    rows = array[start:stop]
+    out = shared_empty(rows.shape, _torch_dtype(rows.dtype))
+    np.copyto(_as_numpy(out), rows, casting="no")
+    return out
+
+
+# ----------------------------------------------------------- transforms
+@task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1})
+def _map(fn, blocks, sample_shape, dtype):
+    """``fn(*blocks)`` as a tensor, checked against the expected geometry."""
+    out = fn(*blocks)
+    if isinstance(out, np.ndarray):
+        out = torch.from_numpy(out)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"map_blocks: {_name(fn)} must return a torch tensor or a "
+            f"numpy array. Got {type(out).__name__} instead.")
+    rows = blocks[0].shape[0]
+    if out.dim() == 0 or out.shape[0] != rows:
+        raise ValueError(
+            f"map_blocks: {_name(fn)} must keep the rows of its block: "
+            f"given {rows} rows it returned shape {tuple(out.shape)}.")
+    if sample_shape is not None and (tuple(out.shape[1:]) != sample_shape
+                                     or out.dtype != dtype):
+        raise ValueError(
+            f"map_blocks: {_name(fn)} returned samples of shape "
+            f"{tuple(out.shape[1:])} and dtype {out.dtype} for one block, "
+            f"but {sample_shape} and {dtype} when called on an empty "
+            f"block. Its output geometry must not depend on the data.")
+    return out.detach().cpu().contiguous()
+
+
+@task(returns=1)
+def _meta(block):
+    """``(sample_shape, dtype)`` of a block."""
+    return tuple(block.shape[1:]), block.dtype
+
+
+@task(returns=1, pieces={Type: COLLECTION_IN, Depth: 1})
+def _assemble(pieces, ranges):
+    """Concatenate ``pieces[k][start:stop]`` for ``(start, stop)`` in ranges."""
+    rows = sum(stop - start for start, stop in ranges)
+    first = pieces[0]
+    out = shared_empty((rows,) + tuple(first.shape[1:]), first.dtype)
+    at = 0
+    for piece, (start, stop) in zip(pieces, ranges):
+        out[at:at + stop - start] = piece[start:stop]
+        at += stop - start
+    return out
+
+
+@task(returns=1)
+def _take(block, index):
+    """Rows ``index`` (int64 array, local to the block) of ``block``."""
+    out = shared_empty((len(index),) + tuple(block.shape[1:]), block.dtype)
+    _take_into(out, block, index)
+    return out
+
+
+@task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1})
+def _gather(blocks, source, local, sample_shape, dtype):
+    """Row ``r`` of the result is ``blocks[source[r]][local[r]]``."""
+    out = shared_empty((len(source),) + tuple(sample_shape), dtype)
+    _gather_into(out, blocks, source, local)
+    return out
+
+
+@task(returns=1)
+def _astype(block, dtype):
+    out = shared_empty(tuple(block.shape), dtype)
+    out.copy_(block)
+    return out
+
+
+@task(returns=1)
+def _reshape(block, sample_shape):
+    out = shared_empty((block.shape[0],) + tuple(sample_shape), block.dtype)
+    out.view(block.shape).copy_(block)
+    return out
+
+
+# -------------------------------------------------------------- shuffle
+@task(returns=1)
+def _split_index(labels, counts, seed):
+    """Which rows of one block go to each output block.
+
+    ``counts[j, c]`` rows of class ``c`` (of ``labels``; all rows are
+    class 0 when ``labels`` is None) go to output block ``j``, chosen
+    uniformly at random. Returns one sorted int64 array per output block.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n_out, n_classes = counts.shape
+    rng = np.random.default_rng(seed)
+    rows = int(counts.sum())
+    dest = np.empty(rows, dtype=np.int32)
+    if labels is None:
+        dest[:] = np.repeat(np.arange(n_out, dtype=np.int32), counts[:, 0])
+        rng.shuffle(dest)
+    else:
+        for c in range(n_classes):
+            members = np.flatnonzero(labels == c)
+            choice = np.repeat(np.arange(n_out, dtype=np.int32),
+                               counts[:, c])
+            rng.shuffle(choice)
+            dest[members] = choice
+    order = np.argsort(dest, kind="stable")
+    bounds = np.zeros(n_out + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dest, minlength=n_out), out=bounds[1:])
+    return [order[bounds[j]:bounds[j + 1]].astype(np.int64)
+            for j in range(n_out)]
+
+
+@task(returns=0, index={Type: COLLECTION_IN, Depth: 1},
+      pieces={Type: COLLECTION_OUT, Depth: 1})
+def _split(block, index, pieces):
+    """Cut one block into ``pieces[j] = block[index[j]]`` (two-pass shuffle)."""
+    for j, rows in enumerate(index):
+        piece = shared_empty((len(rows),) + tuple(block.shape[1:]),
+                             block.dtype)
+        _take_into(piece, block, rows)
+        pieces[j] = piece
+
+
+@task(returns=1, pieces={Type: COLLECTION_IN, Depth: 1})
+def _merge(pieces, seed):
+    """Concatenate the pieces of one output block, in a random order."""
+    sizes = [len(p) for p in pieces]
+    perm = _row_order(sum(sizes), seed)
+    first = pieces[0]
+    out = shared_empty((len(perm),) + tuple(first.shape[1:]), first.dtype)
+    source, local = _locate(perm, sizes)
+    _gather_into(out, pieces, source, local)
+    return out
+
+
+@task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1},
+      index={Type: COLLECTION_IN, Depth: 1})
+def _shuffle_gather(blocks, index, seed):
+    """What ``_merge`` returns for the pieces ``blocks[i][index[i]]``.
+
+    One pass instead of two: used where every block is in this machine's
+    memory already, so reading rows of all blocks costs no transfer.
+    """
+    sizes = [len(ix) for ix in index]
+    perm = _row_order(sum(sizes), seed)
+    first = blocks[0]
+    out = shared_empty((len(perm),) + tuple(first.shape[1:]), first.dtype)
+    source, local = _locate(perm, sizes)
+    for i, ix in enumerate(index):
+        mask = source == i
+        local[mask] = ix[local[mask]]
+    _gather_into(out, blocks, source, local)
+    return out
+
+
+@task(returns=1)
+def _class_counts(labels):
+    """Sorted distinct labels of a block and how often each appears."""
+    values = _as_numpy(labels).reshape(len(labels))
+    classes, counts = np.unique(values, return_counts=True)
+    return classes, counts
+
+
+@task(returns=1)
+def _encode_labels(labels, classes):
+    """Index of each row's label in ``classes`` (int64 numpy array)."""
+    values = _as_numpy(labels).reshape(len(labels))
+    return np.searchsorted(classes, values).astype(np.int64)
+
+
+# -------------------------------------------------------------- interop
+@task(returns=1)
+def _to_numpy_2d(block):
+    return _as_numpy(block).reshape(block.shape[0], -1).copy()
+
+
+@task(returns=1)
+def _first_dtype(block):
+    return np.asarray(block[:0].toarray() if hasattr(block, "toarray")
+                      else block[:0]).dtype
+
+
+@task(returns=1, columns={Type: COLLECTION_IN, Depth: 1})
+def _from_grid_row(columns, dtype):
+    parts = [np.asarray(c.toarray() if hasattr(c, "toarray") else c)
+             for c in columns]
+    rows = parts[0].shape[0]
+    width = sum(p.shape[1] for p in parts)
+    out = shared_empty((rows, width), _torch_dtype(dtype))
+    target = _as_numpy(out)
+    at = 0
+    for part in parts:
+        target[:, at:at + part.shape[1]] = part
+        at += part.shape[1]
+    return out
+
+
+# -------------------------------------------------------------- helpers
+def _row_order(rows, seed):
+    return np.random.default_rng(seed).permutation(rows)
+
+
+def _locate(rows, sizes):
+    """For concatenated row numbers, the piece and the row inside it."""
+    bounds = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    source = np.searchsorted(bounds, rows, side="right") - 1
+    return source, rows - bounds[source]
+
+
+def _gather_into(out, blocks, source, local):
+    """``out[r] = blocks[source[r]][local[r]]`` for every row ``r``."""
+    target = _as_numpy(out)
+    order = np.argsort(source, kind="stable")
+    bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(source, minlength=len(blocks)), out=bounds[1:])
+    for i, block in enumerate(blocks):
+        rows = order[bounds[i]:bounds[i + 1]]
+        if len(rows):
+            target[rows] = np.take(_as_numpy(block), local[rows], axis=0)
+
+
+def _take_into(out, block, index):
+    np.take(_as_numpy(block), index, axis=0, out=_as_numpy(out))
+
+
+def _as_numpy(tensor):
+    """A numpy view of a CPU tensor (bfloat16 seen as raw int16)."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy()
+    return tensor.numpy()
+
+
+def _torch_dtype(np_dtype):
+    return torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
+
+
+def _name(fn):
+    return getattr(fn, "__qualname__", None) or repr(fn)
