@@ -84,10 +84,14 @@ else:
         COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
     from dislib_nn.runtime._task import constraint  # noqa: F401
 
+from dislib_nn.runtime import _engine as _engine_mod  # noqa: E402
 from dislib_nn.runtime._serialize import shared_empty  # noqa: E402,F401
 
 _lock = threading.Lock()
 _engine = None
+# Local pools by configuration: switching back to a configuration reuses
+# its pool (and its futures) instead of starting a new one.
+_pools = {}
 _settings = {"n_workers": _env_int("DISLIB_NN_WORKERS"),
              "threads": _env_int("DISLIB_NN_THREADS") or 1,
              "start_method": os.environ.get("DISLIB_NN_START_METHOD",
@@ -105,18 +109,18 @@ def _current_engine():
 
 
 def _make_engine():
-    from dislib_nn.runtime._engine import Engine
+    Engine = _engine_mod.Engine
     if _BACKEND == "sequential":
         from dislib_nn.runtime._sequential import SequentialExecutor
         return Engine(lambda e: SequentialExecutor(e, _settings["threads"]),
                       "sequential")
     from dislib_nn.runtime._local import LocalExecutor, default_workers
     workers = _settings["n_workers"] or default_workers()
-    engine = Engine(lambda e: LocalExecutor(
-        e, workers, _settings["threads"], _settings["start_method"]),
-        "local")
-    atexit.register(engine.shutdown)
-    return engine
+    key = (workers, _settings["threads"], _settings["start_method"])
+    if key not in _pools:
+        _pools[key] = Engine(lambda e: LocalExecutor(e, *key), "local")
+        atexit.register(_pools[key].shutdown)
+    return _pools[key]
 
 
 if _BACKEND != "compss":
@@ -153,15 +157,15 @@ if _BACKEND != "compss":
 
 
 def _wait(obj):
+    if isinstance(obj, _engine_mod.Future):
+        return obj._engine.wait(obj)
     if _engine is not None and _engine.tracks(obj):
         return _engine.wait(obj)
     if isinstance(obj, list):
         return [_wait(o) for o in obj]
     if isinstance(obj, dict):
         return {k: _wait(v) for k, v in obj.items()}
-    if _engine is None:
-        return obj
-    return _engine.wait(obj)
+    return obj
 
 
 def set_backend(name, n_workers=None, threads_per_worker=None,
@@ -178,9 +182,11 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
     start_method : {"forkserver", "fork", "spawn"}, default=None
         How local workers start (default ``forkserver``).
 
-    A running local pool is shut down first: futures from before the
-    switch cannot be used after it. ``compss`` can only be chosen when the
-    script already runs inside COMPSs, where it is chosen automatically.
+    Futures belong to the backend that made them and cannot be passed to
+    tasks of another one. A local pool stays alive after a switch and is
+    used again when its configuration comes back; all pools stop at
+    interpreter exit. ``compss`` can only be chosen when the script
+    already runs inside COMPSs, where it is chosen automatically.
     """
     global _engine, _BACKEND
     if name not in _BACKENDS:
@@ -203,9 +209,7 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
             f"compss backend is chosen when dislib_nn is imported inside "
             f"the COMPSs runtime, and only there.")
     with _lock:
-        if _engine is not None:
-            _engine.shutdown()
-            _engine = None
+        _engine = None
         _BACKEND = name
         if n_workers is not None:
             _settings["n_workers"] = n_workers

@@ -250,7 +250,8 @@ class Engine:
 
     def _resolve(self, fut, payload):
         fut._state = _DONE
-        fut._payload = None if fut._deleted else payload
+        fut._payload = (None if fut._deleted and fut._consumers == 0
+                        else payload)
         waiters, fut._waiters = fut._waiters, []
         for node in waiters:
             node.pending -= 1
@@ -426,13 +427,16 @@ class _Plan:
         record = self.engine._versions.get(id(value))
         open_group = (record is not None and record.obj is value
                       and isinstance(record.latest, _Group))
-        base = None if open_group else self.engine.latest(value)
-        group, new = (record.latest, False) if open_group else \
-            (_Group(self.engine, self.spec.name, base), True)
-        if new and base is None:
-            group.current = _dump_one(self.spec, name, value)
-        if base is not None:
-            self.node.waits.append(base)
+        if open_group:
+            group, new = record.latest, False
+        else:
+            base = self.engine.latest(value)
+            group, new = _Group(self.engine, self.spec.name, base), True
+            if base is None:
+                group.current = _dump_one(self.spec, name, value)
+        if group.base is not None:
+            # Every member waits for the version the group starts from.
+            self.node.waits.append(group.base)
         slot = _Slot()
         self.slots[id(slot)] = len(self.node.deps)
         self.node.deps.append(group)

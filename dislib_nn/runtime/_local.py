@@ -103,6 +103,23 @@ class LocalExecutor:
 
     # ----------------------------------------------------------- receive
     def _receive(self):
+        try:
+            self._receive_loop()
+        except BaseException as exc:  # noqa: B902 - never die silently
+            self._broken(exc)
+            raise
+
+    def _broken(self, exc):
+        # A bug in the master's bookkeeping: fail every running task
+        # rather than leave wait_on() hanging.
+        with self.engine.lock:
+            nodes = [w.node for w in self._workers if w.node is not None]
+            nodes += list(self._ready)
+            self._ready.clear()
+            for node in nodes:
+                self.engine.fail(node, exc)
+
+    def _receive_loop(self):
         while True:
             with self.engine.lock:
                 if self._stopping:
