@@ -1,0 +1,132 @@
+"""Choosing a backend, the compss adapter, and a script's own tasks."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dislib_nn import runtime
+from dislib_nn.exceptions import BackendError
+from tests.conftest import DOUBLE_PATH, use_backend
+from tests.runtime import tasks
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _run(script, *args, env=None):
+    full_env = dict(os.environ)
+    full_env.pop("DISLIB_NN_BACKEND", None)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [ROOT] + ([env.pop("PYTHONPATH")] if env and "PYTHONPATH" in env
+                  else []))
+    full_env.update(env or {})
+    done = subprocess.run([sys.executable, os.path.join(SCRIPTS, script),
+                           *args], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_script_tasks_in_main_give_the_same_results_on_both_backends():
+    local = _run("graph_app.py", "local")
+    sequential = _run("graph_app.py", "sequential")
+    assert local == sequential
+    assert local["acc"]["n"] == 5
+    assert local["tree"] == pytest.approx(sum(range(5)) * 49_999 * 50_000
+                                          / 2)
+
+
+def test_compss_adapter_passes_decorators_through_unchanged():
+    report = _run("compss_app.py", env={
+        "PYTHONPATH": DOUBLE_PATH, "PYCOMPSS_DOUBLE_IN_RUNTIME": "1"})
+    assert report["backend"] == "compss"
+    assert report["task_is_pycompss"] and report["constraint_is_pycompss"]
+    assert report["directions_are_pycompss"]
+    assert report["blocks_passed"] and report["blocks_same_objects"]
+    assert report["acc_passed"] and report["returns"] == 2
+    assert report["constraint"] == {"processors": [
+        {"processorType": "CPU", "computingUnits": "${ComputingUnits}"},
+        {"processorType": "GPU", "computingUnits": "${ComputingUnitsGPUs}"}]}
+    assert report["result"] == [3, 6] and report["acc"] == [6]
+    assert report["n_workers"] == 3 and report["barriers"] == 1
+
+
+def test_pycompss_installed_but_outside_the_runtime_means_local():
+    report = _run("compss_app.py", env={"PYTHONPATH": DOUBLE_PATH})
+    assert report["backend"] == "local"
+    assert not report["task_is_pycompss"]
+
+
+@pytest.mark.parametrize("value", ["mpi", "LOCALL"])
+def test_bad_backend_environment_variable(value):
+    env = dict(os.environ, DISLIB_NN_BACKEND=value)
+    done = subprocess.run([sys.executable, "-c", "import dislib_nn.runtime"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode != 0
+    assert "DISLIB_NN_BACKEND must be one of local, sequential, compss" \
+        in done.stderr
+
+
+def test_compss_environment_variable_outside_compss():
+    env = dict(os.environ, DISLIB_NN_BACKEND="compss")
+    done = subprocess.run([sys.executable, "-c", "import dislib_nn.runtime"],
+                          capture_output=True, text=True, env=env)
+    assert "not running inside the COMPSs runtime" in done.stderr
+
+
+def test_workers_environment_variable():
+    env = dict(os.environ, DISLIB_NN_WORKERS="3", DISLIB_NN_BACKEND="local")
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "from dislib_nn import runtime; print(runtime.n_workers())"],
+        capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "3"
+
+
+def test_importing_starts_no_process():
+    code = ("import multiprocessing, dislib_nn;"
+            "print(len(multiprocessing.active_children()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True)
+    assert done.stdout.strip() == "0"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": "gpu"}, "backend must be one of local, sequential, compss. "
+                      "Got 'gpu'"),
+    ({"name": "local", "n_workers": 0}, "n_workers must be an int >= 1. "
+                                        "Got 0"),
+    ({"name": "local", "threads_per_worker": 1.5},
+     "threads_per_worker must be an int >= 1. Got 1.5"),
+    ({"name": "local", "start_method": "thread"},
+     "start_method must be one of forkserver, fork, spawn. Got 'thread'"),
+    ({"name": "compss"}, "cannot switch from the local backend to compss"),
+])
+def test_set_backend_errors(kwargs, match):
+    use_backend("local")
+    with pytest.raises(BackendError, match=match):
+        runtime.set_backend(**kwargs)
+    assert runtime.backend_name() == "local"
+
+
+def test_backend_name_and_workers():
+    use_backend("sequential")
+    assert runtime.backend_name() == "sequential"
+    assert runtime.n_workers() == 1
+    use_backend("local")
+    assert runtime.backend_name() == "local"
+    assert runtime.n_workers() == 2
+
+
+def test_futures_keep_their_backend():
+    use_backend("local")
+    fut = tasks.add(1, 2)
+    use_backend("sequential")
+    with pytest.raises(BackendError, match="belongs to the local backend"):
+        tasks.add(fut, 1)
+    # Waiting still works: the future's own pool is still there.
+    assert runtime.wait_on(fut) == 3
+    use_backend("local")
