@@ -1,3 +1,12 @@
-"""Epoch-averaging estimators."""
+"""Epoch-averaging estimators: data-parallel PyTorch training as tasks.
 
-__all__ = []
+:class:`SyncEpochAveragingClassifier` and
+:class:`SyncEpochAveragingRegressor` train one replica of a PyTorch
+module per worker for a whole epoch, then merge the replicas with a
+tree of merge tasks, with the scikit-learn API.
+"""
+
+from dislib_nn.training._estimators import (SyncEpochAveragingClassifier,
+                                            SyncEpochAveragingRegressor)
+
+__all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor"]

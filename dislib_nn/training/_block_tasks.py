@@ -1,0 +1,102 @@
+"""Per-block tasks around training: labels, checks, splits, predictions.
+
+Each task reads one block (or a block of X and the matching block of y)
+and returns a small result or a new block, so the master handles only
+futures and scalars: it never collects X.
+"""
+
+import numpy as np
+import torch
+
+from dislib_nn.runtime import task
+from dislib_nn.training import _labels, _metrics
+from dislib_nn.training._epoch import (forward_batches, resolve_device,
+                                       size_threads)
+
+__all__ = []
+
+
+@task(returns=1)
+def _unique_labels(y_block):
+    """The distinct values of a block of labels, as a numpy array."""
+    return np.unique(_numpy(y_block))
+
+
+@task(returns=1)
+def _encode_labels(y_block, classes, argument):
+    """Labels as int64 class indices; unseen labels raise ValueError."""
+    return torch.from_numpy(_labels.encode(_numpy(y_block), classes,
+                                           argument))
+
+
+@task(returns=1)
+def _all_finite(block):
+    """Whether a block holds no NaN and no infinity."""
+    t = torch.as_tensor(block)
+    if t.is_floating_point() or t.is_complex():
+        return bool(torch.isfinite(t).all())
+    return True
+
+
+@task(returns=4)
+def _split_block(x_block, y_block, n_valid, seed):
+    """Move ``n_valid`` random rows of a block to a validation block."""
+    n = len(x_block)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    valid, train = order[:n_valid].sort().values, order[n_valid:].sort().values
+    return x_block[train], y_block[train], x_block[valid], y_block[valid]
+
+
+@task(returns=1)
+def _predict_block(components, state, x_block, output, what, batch_size,
+                   device, classes):
+    """Predictions for one block: labels, probabilities or raw outputs."""
+    module, dev = _model(components, state, device)
+    raw = forward_batches(module, torch.as_tensor(x_block), batch_size, dev,
+                          output)
+    if what == "proba":
+        return torch.softmax(raw.to(torch.float32), dim=1)
+    if what == "labels":
+        return classes[raw.argmax(dim=1)]
+    return raw
+
+
+@task(returns=1)
+def _score_block(components, state, x_block, y_block, output, with_loss,
+                 batch_size, device, classes):
+    """Sufficient statistics for accuracy or R² (and the mean loss).
+
+    ``state`` (a state dict, or None to use the module in ``components``
+    as it is) is loaded into the module. ``classes`` is None when
+    ``y_block`` already holds class indices; otherwise the labels are
+    encoded here and unseen ones raise ValueError.
+    """
+    module, dev = _model(components, state, device)
+    y = torch.as_tensor(y_block) if classes is None else torch.from_numpy(
+        _labels.encode(_numpy(y_block), classes, "y"))
+    raw = forward_batches(module, torch.as_tensor(x_block), batch_size, dev,
+                          output)
+    y = y.to(output.y_dtype())
+    if output.kind == "regressor" and output.flat_target and y.ndim == 2:
+        y = y[:, 0]
+    loss_sum = None
+    if with_loss and len(y):
+        criterion = components.build_criterion()
+        with torch.no_grad():
+            loss_sum = float(criterion(raw, y)) * len(y)
+    return _metrics.block_stats(output.kind, raw, y, loss_sum)
+
+
+def _model(components, state, device):
+    size_threads()
+    dev = resolve_device(device)
+    module = components.build_module()
+    if state is not None:
+        module.load_state_dict(state)
+    return module.to(dev), dev
+
+
+def _numpy(block):
+    if torch.is_tensor(block):
+        return block.detach().cpu().numpy()
+    return np.asarray(block)

@@ -1,0 +1,148 @@
+"""The module, criterion and optimizer, and their prefixed arguments.
+
+As in skorch, components are given as classes (or, for ``module`` and
+``criterion``, instances that are deep-copied) and their arguments as
+prefixed keywords: ``module__hidden=64``, ``optimizer__momentum=0.9``,
+``criterion__weight=w``, ``lr_schedule__T_max=50``. :class:`Components`
+is the picklable recipe a training task builds them from.
+"""
+
+import copy
+import difflib
+import inspect
+
+import torch
+
+__all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
+           "inferable_arguments", "first_float_dtype"]
+
+PREFIXES = ("module", "criterion", "optimizer", "lr_schedule")
+
+# Arguments fit fills in from the data when the module class accepts them
+# and the user did not give them (scikeras does the same with ``meta``).
+INFERRED = ("n_features_in", "n_classes", "n_outputs")
+
+
+class Components:
+    """A picklable recipe for the module, the criterion and the optimizer.
+
+    Parameters
+    ----------
+    module : type or torch.nn.Module
+        A module class, built with ``module_kwargs``, or an instance that
+        is deep-copied.
+    module_kwargs : dict
+    criterion : type or torch.nn.Module
+    criterion_kwargs : dict
+    optimizer : callable
+        ``optimizer(params, lr=lr, **optimizer_kwargs)`` returns a
+        ``torch.optim.Optimizer``.
+    optimizer_kwargs : dict
+    """
+
+    def __init__(self, module, module_kwargs, criterion, criterion_kwargs,
+                 optimizer, optimizer_kwargs):
+        self.module = module
+        self.module_kwargs = dict(module_kwargs)
+        self.criterion = criterion
+        self.criterion_kwargs = dict(criterion_kwargs)
+        self.optimizer = optimizer
+        self.optimizer_kwargs = dict(optimizer_kwargs)
+
+    def build_module(self):
+        """A new module (random weights, or a copy of the given instance)."""
+        return _build("module", self.module, self.module_kwargs)
+
+    def build_criterion(self):
+        return _build("criterion", self.criterion, self.criterion_kwargs)
+
+    def build_optimizer(self, params, lr):
+        try:
+            return self.optimizer(params, lr=lr, **self.optimizer_kwargs)
+        except TypeError as exc:
+            raise TypeError(
+                f"optimizer {_name(self.optimizer)} could not be built with "
+                f"lr={lr!r}{_describe('optimizer', self.optimizer_kwargs)}: "
+                f"{exc}") from exc
+
+
+def split_prefixed(params):
+    """``{prefix: {argument: value}}`` from ``{"prefix__argument": value}``."""
+    out = {prefix: {} for prefix in PREFIXES}
+    for key, value in params.items():
+        prefix, sep, arg = key.partition("__")
+        if sep and prefix in out:
+            out[prefix][arg] = value
+    return out
+
+
+def check_keywords(keys, valid, caller, error):
+    """Raise ``error`` for each key that is neither valid nor prefixed.
+
+    The message suggests the closest valid name or prefix ("did you
+    mean"), as skorch does for mistyped prefixes.
+    """
+    for key in keys:
+        prefix, sep, arg = key.partition("__")
+        if key in valid or (sep and prefix in PREFIXES and arg):
+            continue
+        if sep:
+            close = difflib.get_close_matches(prefix, PREFIXES, n=1)
+            hint = (f" Did you mean '{close[0]}__{arg}'?" if close else "")
+            raise error(
+                f"{caller} got an unknown keyword argument {key!r}: "
+                f"'{prefix}__' is not a component prefix; the prefixes "
+                f"are {', '.join(p + '__' for p in PREFIXES)}.{hint}")
+        close = difflib.get_close_matches(
+            key, list(valid) + [p + "__" for p in PREFIXES], n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise error(f"{caller} got an unknown keyword argument "
+                    f"{key!r}.{hint}")
+
+
+def inferable_arguments(module):
+    """Which of ``INFERRED`` the module class's ``__init__`` accepts."""
+    if not isinstance(module, type):
+        return ()
+    try:
+        params = inspect.signature(module.__init__).parameters
+    except (TypeError, ValueError):
+        return ()
+    return tuple(name for name in INFERRED if name in params)
+
+
+def first_float_dtype(module):
+    """The dtype of the module's first floating-point parameter or buffer."""
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.get_default_dtype()
+
+
+def _build(role, spec, kwargs):
+    if isinstance(spec, torch.nn.Module):
+        if kwargs:
+            raise TypeError(
+                f"{role}__ arguments ({', '.join(sorted(kwargs))}) were "
+                f"given, but {role} is an instance "
+                f"({type(spec).__name__}), which is copied as it is. Pass "
+                f"the class, {role}={type(spec).__name__}, to build it "
+                f"with those arguments.")
+        return copy.deepcopy(spec)
+    try:
+        return spec(**kwargs)
+    except TypeError as exc:
+        raise TypeError(
+            f"{role} {_name(spec)} could not be built"
+            f"{_describe(role, kwargs, first=True)}: {exc}") from exc
+
+
+def _name(obj):
+    return getattr(obj, "__qualname__", None) or type(obj).__name__
+
+
+def _describe(role, kwargs, first=False):
+    if not kwargs:
+        return " with no arguments" if first else ""
+    args = ", ".join(f"{role}__{k}={v!r}" for k, v in kwargs.items())
+    return f" with {args}" if first else f", {args}"

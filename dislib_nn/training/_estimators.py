@@ -1,0 +1,253 @@
+"""The public estimators: synchronous epoch averaging, classifier and
+regressor."""
+
+import numpy as np
+import torch
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.metrics import accuracy_score, r2_score
+
+from dislib_nn.runtime import wait_on
+from dislib_nn.training import _block_tasks, _inputs, _labels
+from dislib_nn.training._base import SyncEpochAveragingBase
+
+__all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor"]
+
+_PARAMETERS = """
+    Parameters
+    ----------
+    module : type or torch.nn.Module
+        The network: an ``nn.Module`` subclass, built with the
+        ``module__*`` arguments, or an instance, deep-copied (its weights
+        are the starting point). Any module works: every entry of its
+        ``state_dict`` is merged. If the class's ``__init__`` takes
+        ``n_features_in``, ``n_classes`` (classifier) or ``n_outputs``
+        (regressor) and they are not given, ``fit`` fills them in from
+        the data.
+    criterion : type or torch.nn.Module, default=None
+        The loss; ``None`` means {criterion}. Arguments go in as
+        ``criterion__*``.
+    optimizer : type, default=torch.optim.SGD
+        Built in every training task as ``optimizer(params, lr=lr,
+        **optimizer__*)``.
+    lr : float, default=0.01
+        Learning rate.
+    lr_schedule : callable or torch scheduler class, default=None
+        Per-epoch learning rate: a callable ``epoch -> factor`` (the rate
+        is ``lr * factor(epoch)``), or a class such as
+        ``torch.optim.lr_scheduler.CosineAnnealingLR`` built with the
+        ``lr_schedule__*`` arguments. It is stepped on the master and
+        every epoch's rate reaches every worker's optimizer.
+    n_epochs : int, default=10
+        Epochs per call to ``fit``.
+    batch_size : int, default=32
+        Minibatch size inside each worker.
+    n_workers : int, default=None
+        Replicas trained in parallel (``None``: as many as the runtime
+        runs at once); never more than the number of blocks of X.
+    sync_every : int, default=1
+        Epochs between merges; the last epoch of a fit always merges.
+    shuffle : {{"global", "local", "none"}}, default="global"
+        ``"global"``: reshuffle rows across blocks every epoch;
+        ``"local"``: shuffle rows inside each worker and re-deal blocks
+        to workers; ``"none"``: block ``i`` stays on worker
+        ``i % n_workers`` and rows stay in order (federated setting).
+    optimizer_state : {{"keep", "reset", "average"}}, default="keep"
+        What becomes of each worker's optimizer state (momentum, Adam
+        moments) across epochs: kept per worker, reset every epoch (as
+        the paper's code did), or averaged with the weights.
+    outer_lr : float, default=1.0
+        Server learning rate on the averaged update (FedAvgM, DiLoCo).
+    outer_momentum : float, default=0.0
+        Server momentum on the averaged update. The defaults give plain
+        averaging.
+    validation_fraction : float, default=0.0
+        Fraction of each block held out to compute ``valid_loss`` and
+        ``valid_score`` after every merge.
+    validation_data : tuple (X_val, y_val), default=None
+        Validation data given explicitly (instead of the fraction).
+    early_stopping : bool, default=False
+        Stop when the validation loss (the training loss, without
+        validation) has not improved for ``patience`` merges, and keep
+        the best model.
+    patience : int, default=5
+    device : str or torch.device, default="auto"
+        Where training tasks run: ``"auto"`` takes a GPU when the task
+        sees one; ``"cpu"``; ``"cuda"``. Weights always travel as CPU
+        tensors.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial weights, the shuffles and dropout.
+    verbose : int, default=0
+        Print one line per epoch when > 0.
+    warm_start : bool, default=False
+        ``fit`` continues from the current model instead of starting
+        anew.
+    **kwargs
+        Component arguments with the prefixes ``module__``,
+        ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
+
+    Attributes
+    ----------
+    module_ : torch.nn.Module
+        The trained module, on the CPU, in eval mode.
+    history_ : list of dict
+        One dict per epoch: ``epoch``, ``train_loss``, ``valid_loss``,
+        ``valid_score``, ``lr``, ``merged``, ``dur_s``.
+    n_epochs_ : int
+        Epochs run, over all calls to ``fit`` and ``partial_fit`` since
+        the model was created.
+    n_features_in_ : int
+        Features per sample (for 2-D X only).
+    n_workers_ : int
+        Replicas trained in the last fit.
+    optimizer_states_ : list of dict or None
+        Optimizer state per worker after the last epoch (one, averaged,
+        with ``optimizer_state="average"``), so that ``partial_fit`` and
+        ``warm_start`` continue it.
+"""
+
+
+class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
+    __doc__ = """Data-parallel classifier averaging replicas every epoch.
+
+    Each worker trains its own replica of ``module`` on its share of the
+    data for a whole epoch of minibatch training; at the epoch boundary
+    the replicas' ``state_dict`` entries are averaged, weighted by the
+    samples each saw, by a binary tree of merge tasks, and every worker
+    starts the next epoch from the merged model.
+    """ + _PARAMETERS.format(criterion="torch.nn.CrossEntropyLoss") + """
+    classes_ : ndarray of shape (n_classes,)
+        The labels seen in ``fit`` (any values; encoded as 0..n-1).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn.datasets import load_iris
+    >>> from dislib_nn import SyncEpochAveragingClassifier
+    >>> class Net(torch.nn.Module):
+    ...     def __init__(self, n_features_in, n_classes):
+    ...         super().__init__()
+    ...         self.fc = torch.nn.Linear(n_features_in, n_classes)
+    ...     def forward(self, x):
+    ...         return self.fc(x)
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = SyncEpochAveragingClassifier(module=Net, lr=0.1, n_epochs=3,
+    ...                                    random_state=0)
+    >>> clf.fit(X, y).predict(X[:2]).shape
+    (2,)
+    """
+
+    _kind = "classifier"
+    _default_criterion = torch.nn.CrossEntropyLoss
+
+    def partial_fit(self, X, y, classes=None):
+        """Train for one more epoch, from the current model if fitted.
+
+        Parameters
+        ----------
+        X, y : see ``fit``.
+        classes : array-like, default=None
+            All the labels ``y`` may hold, needed in the first call when
+            its ``y`` does not show all of them (default: those in y).
+        """
+        return self._partial_fit(X, y, classes=classes)
+
+    def predict(self, X):
+        """Predicted labels: a numpy array, or a DsTensor for a DsTensor."""
+        return self._forward(X, "labels")
+
+    def predict_proba(self, X):
+        """Class probabilities (softmax of the module's outputs)."""
+        return self._forward(X, "proba")
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of ``predict(X)`` against ``y``.
+
+        On a DsTensor it is computed by tasks, block by block (X is never
+        collected); ``sample_weight`` is for array input only. Labels
+        never seen in ``fit`` raise ValueError.
+        """
+        return self._score(X, y, sample_weight)
+
+    def _learn_classes(self, y, reset, classes):
+        if not reset:
+            return      # labels are checked against classes_ when encoded
+        if classes is not None:
+            self.classes_ = np.unique(np.asarray(classes))
+            return
+        if _inputs.is_ds_tensor(y):
+            parts = wait_on([_block_tasks._unique_labels(b)
+                             for b in y._blocks])
+            self.classes_ = _labels.union(parts)
+        else:
+            self.classes_ = np.unique(y)
+
+    def _score_arrays(self, X, y, sample_weight):
+        _labels.encode(y, self.classes_, "y")
+        return float(accuracy_score(y, self.predict(X),
+                                    sample_weight=sample_weight))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        return tags
+
+
+class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
+    __doc__ = """Data-parallel regressor averaging replicas every epoch.
+
+    Each worker trains its own replica of ``module`` on its share of the
+    data for a whole epoch of minibatch training; at the epoch boundary
+    the replicas' ``state_dict`` entries are averaged, weighted by the
+    samples each saw, by a binary tree of merge tasks, and every worker
+    starts the next epoch from the merged model.
+
+    Targets reach the criterion with the shape they were given: 1-D
+    targets stay 1-D (a module output of shape (n, 1) is read as (n,),
+    so that it cannot broadcast against them), 2-D targets are
+    multi-output.
+    """ + _PARAMETERS.format(criterion="torch.nn.MSELoss") + """
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn.datasets import load_diabetes
+    >>> from dislib_nn import SyncEpochAveragingRegressor
+    >>> class Net(torch.nn.Module):
+    ...     def __init__(self, n_features_in, n_outputs):
+    ...         super().__init__()
+    ...         self.fc = torch.nn.Linear(n_features_in, n_outputs)
+    ...     def forward(self, x):
+    ...         return self.fc(x)
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> reg = SyncEpochAveragingRegressor(module=Net, n_epochs=2,
+    ...                                   random_state=0)
+    >>> reg.fit(X, y / 100).predict(X[:2]).shape
+    (2,)
+    """
+
+    _kind = "regressor"
+    _default_criterion = torch.nn.MSELoss
+
+    def predict(self, X):
+        """Predictions: a numpy array, or a DsTensor for a DsTensor."""
+        return self._forward(X, "raw")
+
+    def score(self, X, y, sample_weight=None):
+        """R² of ``predict(X)`` against ``y`` (uniform average over outputs).
+
+        On a DsTensor it is computed by tasks, block by block (X is never
+        collected); ``sample_weight`` is for array input only.
+        """
+        return self._score(X, y, sample_weight)
+
+    def _learn_classes(self, y, reset, classes):
+        pass
+
+    def _score_arrays(self, X, y, sample_weight):
+        return float(r2_score(y, self.predict(X),
+                              sample_weight=sample_weight))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.input_tags.three_d_array = True
+        return tags

@@ -1,0 +1,149 @@
+"""What users pass as X and y, checked and turned into DsTensors.
+
+X and y may be DsTensors, numpy arrays (or anything ``numpy.asarray``
+takes), torch tensors or dislib ds-arrays. Arrays are checked on the
+master with scikit-learn's checks (so its messages and warnings are the
+ones users know) and split into blocks; DsTensors are checked by tasks,
+block by block, and never collected.
+"""
+
+import inspect
+
+import numpy as np
+import torch
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, column_or_1d
+
+from dislib_nn.exceptions import ShapeError
+from dislib_nn.runtime import wait_on
+from dislib_nn.training import _block_tasks
+
+__all__ = ["is_ds_tensor", "is_ds_array", "check_x", "check_y",
+           "check_lengths", "check_finite_blocks", "as_ds_tensor"]
+
+_FINITE = ("ensure_all_finite" if "ensure_all_finite"
+           in inspect.signature(check_array).parameters
+           else "force_all_finite")
+
+
+def _data():
+    # Imported late: dislib_nn.data and dislib_nn.training import each
+    # other only through functions.
+    import dislib_nn.data as data
+    return data
+
+
+def is_ds_tensor(obj):
+    return isinstance(obj, _data().DsTensor)
+
+
+def is_ds_array(obj):
+    """Whether ``obj`` is a dislib ds-array (checked without importing it)."""
+    return all(hasattr(obj, a) for a in ("_blocks", "_reg_shape",
+                                         "_sparse", "_top_left_shape"))
+
+
+def check_x(X, name="X"):
+    """``X`` as a DsTensor, or as a checked numeric numpy array."""
+    if is_ds_tensor(X):
+        return X
+    if is_ds_array(X):
+        return _data().from_ds_array(X)
+    if torch.is_tensor(X):
+        X = X.detach().cpu().numpy()
+    return check_array(X, dtype="numeric", allow_nd=True,
+                       input_name=name, **{_FINITE: True})
+
+
+def check_y(y, kind, name="y"):
+    """``y`` as a DsTensor, or as a checked numpy array.
+
+    Classifier labels become 1-D (a column vector is accepted with
+    scikit-learn's DataConversionWarning); regression targets keep the
+    shape they were given, 1-D or 2-D.
+    """
+    if is_ds_tensor(y):
+        if kind == "regressor" and len(y.sample_shape) > 1:
+            raise ShapeError(
+                f"{name} must be 1-D or 2-D (one row per sample). Got a "
+                f"DsTensor of shape {y.shape}.")
+        return y
+    if is_ds_array(y):
+        return _data().from_ds_array(y)
+    if y is None:
+        raise ValueError(
+            f"{name} is required: this estimator is supervised. Got None.")
+    if torch.is_tensor(y):
+        y = y.detach().cpu().numpy()
+    if kind == "classifier":
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] != 1:
+            raise ShapeError(
+                f"{name} must hold one label per sample (1-D); multi-output "
+                f"classification is not supported. Got shape {y.shape}.")
+        y = column_or_1d(y, warn=True)
+        if y.dtype.kind in "fc" or y.dtype == object:
+            _check_finite_labels(y, name)
+        check_classification_targets(y)
+        return y
+    y = check_array(y, dtype="numeric", ensure_2d=False, input_name=name,
+                    **{_FINITE: True})
+    if y.ndim > 2:
+        raise ShapeError(f"{name} must be 1-D or 2-D. Got shape {y.shape}.")
+    return y
+
+
+def _check_finite_labels(y, name):
+    if y.dtype == object:
+        numeric = [v for v in y if isinstance(v, (float, np.floating))]
+        bad = any(not np.isfinite(v) for v in numeric)
+    else:
+        bad = not np.all(np.isfinite(y))
+    if bad:
+        raise ValueError(f"Input {name} contains NaN or infinity.")
+
+
+def n_rows(data):
+    return data.shape[0]
+
+
+def check_lengths(X, y, x_name="X", y_name="y"):
+    nx, ny = n_rows(X), n_rows(y)
+    if nx != ny:
+        raise ShapeError(
+            f"{x_name} and {y_name} must have the same number of samples. "
+            f"Got {x_name} with {nx} and {y_name} with {ny}.")
+
+
+def check_finite_blocks(ds, name):
+    """Raise if a DsTensor holds NaN or infinity (one task per block)."""
+    if not ds._dtype.is_floating_point and not ds._dtype.is_complex:
+        return
+    flags = wait_on([_block_tasks._all_finite(b) for b in ds._blocks])
+    bad = [i for i, ok in enumerate(flags) if not ok]
+    if bad:
+        raise ValueError(
+            f"Input {name} contains NaN or infinity (in block"
+            f"{'s' if len(bad) > 1 else ''} "
+            f"{', '.join(str(i) for i in bad[:10])}).")
+
+
+def as_ds_tensor(data, block_sizes=None, n_blocks=None, dtype=None):
+    """A checked array as a DsTensor with the given geometry.
+
+    A DsTensor is returned as it is (``block_sizes`` must then match).
+    """
+    if is_ds_tensor(data):
+        if block_sizes is not None and tuple(data.block_sizes) != \
+                tuple(block_sizes):
+            raise ShapeError(
+                f"X and y must be split into the same blocks. Got block "
+                f"sizes {tuple(block_sizes)} and "
+                f"{tuple(data.block_sizes)}.")
+        return data
+    array = np.asarray(data)
+    if dtype is not None:
+        array = array.astype(dtype, copy=False)
+    if block_sizes is not None:
+        return _data().from_array(array, block_size=list(block_sizes))
+    return _data().from_array(array, n_blocks=n_blocks)

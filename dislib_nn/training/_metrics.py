@@ -1,0 +1,104 @@
+"""Scores computed block by block and combined: accuracy, R², mean loss.
+
+Each block yields a small dict of sufficient statistics (counts, sums,
+and per-output mean and sum of squared deviations); :func:`combine`
+merges them in any order (Chan et al.'s parallel variance update), and
+:func:`accuracy`, :func:`r2` and :func:`mean_loss` read a score off the
+result. R² follows :func:`sklearn.metrics.r2_score` with its defaults
+(uniform average over outputs; a constant target scores 1.0 when
+predicted exactly and 0.0 otherwise).
+"""
+
+import numpy as np
+import torch
+
+__all__ = ["block_stats", "combine", "combine_all", "accuracy", "r2", "mean_loss",
+           "score_of"]
+
+
+def block_stats(kind, output, y, loss_sum=None):
+    """Sufficient statistics of one block's predictions.
+
+    Parameters
+    ----------
+    kind : {"classifier", "regressor"}
+    output : tensor
+        Class scores (n, n_classes), or regression outputs (n,) or (n, k).
+    y : tensor
+        Encoded labels (n,), or targets shaped like ``output``.
+    loss_sum : float, default=None
+        The criterion summed over the block's rows, when it was computed.
+    """
+    n = int(len(y))
+    stats = {"n": n, "loss_sum": loss_sum}
+    if kind == "classifier":
+        correct = int((output.argmax(dim=1) == y).sum()) if n else 0
+        stats["correct"] = correct
+        return stats
+    yt = _columns(y)
+    pred = _columns(output)
+    stats["sse"] = ((yt - pred) ** 2).sum(axis=0)
+    mean = yt.mean(axis=0) if n else np.zeros(yt.shape[1])
+    stats["mean"] = mean
+    stats["m2"] = ((yt - mean) ** 2).sum(axis=0)
+    return stats
+
+
+def combine(a, b):
+    """The statistics of two blocks together."""
+    n = a["n"] + b["n"]
+    out = {"n": n, "loss_sum": _add_optional(a["loss_sum"], b["loss_sum"])}
+    if "correct" in a:
+        out["correct"] = a["correct"] + b["correct"]
+        return out
+    out["sse"] = a["sse"] + b["sse"]
+    if a["n"] == 0 or b["n"] == 0:
+        src = b if a["n"] == 0 else a
+        out["mean"], out["m2"] = src["mean"], src["m2"]
+        return out
+    delta = b["mean"] - a["mean"]
+    out["mean"] = a["mean"] + delta * b["n"] / n
+    out["m2"] = a["m2"] + b["m2"] + delta ** 2 * a["n"] * b["n"] / n
+    return out
+
+
+def combine_all(stats):
+    total = stats[0]
+    for s in stats[1:]:
+        total = combine(total, s)
+    return total
+
+
+def accuracy(stats):
+    return stats["correct"] / stats["n"] if stats["n"] else float("nan")
+
+
+def r2(stats):
+    num, den = stats["sse"], stats["m2"]
+    scores = np.ones_like(num, dtype=np.float64)
+    nonzero = den != 0
+    scores[nonzero] = 1.0 - num[nonzero] / den[nonzero]
+    scores[(~nonzero) & (num != 0)] = 0.0
+    return float(scores.mean())
+
+
+def mean_loss(stats):
+    if stats["loss_sum"] is None or stats["n"] == 0:
+        return None
+    return stats["loss_sum"] / stats["n"]
+
+
+def score_of(kind, stats):
+    return accuracy(stats) if kind == "classifier" else r2(stats)
+
+
+def _columns(t):
+    a = t.detach().cpu().to(torch.float64).numpy() if torch.is_tensor(t) \
+        else np.asarray(t, dtype=np.float64)
+    return a.reshape(len(a), -1)
+
+
+def _add_optional(a, b):
+    if a is None or b is None:
+        return None
+    return a + b

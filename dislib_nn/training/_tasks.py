@@ -1,0 +1,133 @@
+"""The tasks of training: one epoch of one replica, and merges.
+
+Tasks are module-level functions that take and return plain data
+(state dicts of CPU tensors, numbers), as PyCOMPSs requires. The
+training task comes in two declarations with the same body, so that a
+site without GPUs never sees a GPU constraint:
+
+* ``_train_epoch`` asks for ``${ComputingUnits}`` CPUs;
+* ``_train_epoch_gpu`` asks for ``${ComputingUnits}`` CPUs and
+  ``${ComputingUnitsGPUs}`` GPUs, the form dislib uses; COMPSs resolves
+  the variables from the master's environment and sets
+  ``CUDA_VISIBLE_DEVICES`` and ``COMPSS_NUM_THREADS`` in the task.
+
+:func:`train_task_for` picks one from the ``device`` parameter. The local
+and sequential backends record the constraints and ignore them.
+"""
+
+import os
+
+from dislib_nn.runtime import COLLECTION_IN, Depth, Type, constraint, task
+from dislib_nn.training import _merge
+from dislib_nn.training._epoch import run_train_task
+
+__all__ = ["train_task_for", "submit_merge"]
+
+_COLLECTION = {Type: COLLECTION_IN, Depth: 1}
+_GPU_PROCESSORS = [
+    {"processorType": "CPU", "computingUnits": "${ComputingUnits}"},
+    {"processorType": "GPU", "computingUnits": "${ComputingUnitsGPUs}"},
+]
+
+
+@constraint(computing_units="${ComputingUnits}")
+@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
+def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
+                 settings):
+    """One epoch of one replica on its blocks (see run_train_task)."""
+    return run_train_task(components, state, optim_state, x_blocks,
+                          y_blocks, settings)
+
+
+@constraint(processors=_GPU_PROCESSORS)
+@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
+def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
+                     settings):
+    """``_train_epoch`` for tasks that COMPSs should give a GPU."""
+    return run_train_task(components, state, optim_state, x_blocks,
+                          y_blocks, settings)
+
+
+@task(returns=2, models=_COLLECTION, optims=_COLLECTION,
+      counts=_COLLECTION)
+def _merge_pair(models, optims, counts, root):
+    """Combine two replicas or partial sums; divide only at the root.
+
+    ``models`` holds two state dicts or :class:`WeightedSum`; ``counts``
+    the sample count of each raw state dict (ignored for weighted sums).
+    ``optims`` likewise holds optimizer states, or Nones.
+    """
+    total = None
+    for model, count in zip(models, counts):
+        part = model if isinstance(model, _merge.WeightedSum) \
+            else _merge.weighted(model, count)
+        total = part if total is None else _merge.combine(total, part)
+    optim_total = _merge_optims(optims, counts)
+    if not root:
+        return total, optim_total
+    merged_optim = None
+    if optim_total is not None:
+        merged_optim = _merge.unflatten_optimizer_state(
+            _merge.mean(optim_total[0]), optim_total[1])
+    return _merge.mean(total), merged_optim
+
+
+@task(returns=2)
+def _outer_step(previous, averaged, velocity, lr, momentum, keys):
+    """The server step of FedAvgM / DiLoCo (see ``_merge.outer_step``)."""
+    return _merge.outer_step(previous, averaged, velocity, lr, momentum,
+                             keys)
+
+
+def _merge_optims(optims, counts):
+    if all(o is None for o in optims):
+        return None
+    total, skeleton = None, None
+    for optim, count in zip(optims, counts):
+        if isinstance(optim, tuple):
+            part, skel = optim
+        else:
+            flat, skel = _merge.flatten_optimizer_state(optim)
+            part = _merge.weighted(flat, count)
+        skeleton = skeleton or skel
+        total = part if total is None else _merge.combine(total, part)
+    return total, skeleton
+
+
+def train_task_for(device):
+    """The training task to submit for the ``device`` parameter.
+
+    ``"cpu"`` takes the CPU task; a CUDA device the GPU task; ``"auto"``
+    the GPU task only where the site declares GPUs for tasks
+    (``ComputingUnitsGPUs`` set to a positive number), since on a
+    CPU-only site a GPU constraint could never be met.
+    """
+    device = str(device)
+    if device.startswith("cuda"):
+        return _train_epoch_gpu
+    if device == "auto":
+        raw = os.environ.get("ComputingUnitsGPUs", "").strip()
+        if raw.isdigit() and int(raw) > 0:
+            return _train_epoch_gpu
+    return _train_epoch
+
+
+def submit_merge(models, optims, counts):
+    """Submit the binary tree of merge tasks over the replicas.
+
+    Returns futures of the merged state dict and merged optimizer state
+    (None entries in ``optims`` give None). With one replica nothing is
+    submitted and its own state is returned. The tree has depth
+    ceil(log2(len(models))).
+    """
+    if len(models) == 1:
+        return models[0], optims[0]
+    leaves = [(m, o, c) for m, o, c in zip(models, optims, counts)]
+
+    def pair(a, b, root):
+        model, optim = _merge_pair([a[0], b[0]], [a[1], b[1]],
+                                   [a[2], b[2]], root)
+        return model, optim, None
+
+    model, optim, _ = _merge.tree_reduce(leaves, pair)
+    return model, optim

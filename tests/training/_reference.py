@@ -1,0 +1,107 @@
+"""Plain single-process PyTorch: what the estimators are compared with.
+
+Written independently of dislib_nn's code: ordinary minibatch loops, and
+epoch averaging done by hand on state dicts.
+"""
+
+import copy
+
+import numpy as np
+import torch
+
+
+def train(model, optimizer, criterion, x, y, batch_size, lr):
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    model.train()
+    for start in range(0, len(x), batch_size):
+        xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+        optimizer.zero_grad()
+        loss = criterion(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+
+
+def single_process(module, x, y, criterion, epochs, batch_size, lr,
+                   optimizer=torch.optim.SGD, lrs=None, **opt_kwargs):
+    """Plain PyTorch training on all the data, rows in order."""
+    model = copy.deepcopy(module)
+    opt = optimizer(model.parameters(), lr=lr, **opt_kwargs)
+    for epoch in range(epochs):
+        train(model, opt, criterion, x, y, batch_size,
+              lr if lrs is None else lrs[epoch])
+    return model
+
+
+def average(states, weights):
+    out = {}
+    total = float(sum(weights))
+    for key in states[0]:
+        values = [s[key] for s in states]
+        if values[0].is_floating_point():
+            out[key] = sum(w * v for w, v in zip(weights, values)) / total
+        else:
+            out[key] = torch.stack(values).max(dim=0).values
+    return out
+
+
+def epoch_averaging(module, parts, criterion, epochs, batch_size, lr,
+                    optimizer=torch.optim.SGD, optimizer_state="keep",
+                    sync_every=1, outer_lr=1.0, outer_momentum=0.0,
+                    lrs=None, **opt_kwargs):
+    """Replicas trained on fixed parts, averaged by hand.
+
+    ``parts`` is a list of (x, y) per worker; rows in order.
+    """
+    global_model = copy.deepcopy(module)
+    replicas = [copy.deepcopy(module) for _ in parts]
+    opts = [optimizer(r.parameters(), lr=lr, **opt_kwargs)
+            for r in replicas]
+    weights = [len(x) for x, _ in parts]
+    velocity = None
+    param_names = [n for n, _ in module.named_parameters()]
+    for epoch in range(epochs):
+        for i, (r, (x, y)) in enumerate(zip(replicas, parts)):
+            if optimizer_state == "reset":
+                opts[i] = optimizer(r.parameters(), lr=lr, **opt_kwargs)
+            train(r, opts[i], criterion, x, y, batch_size,
+                  lr if lrs is None else lrs[epoch])
+        if (epoch + 1) % sync_every and epoch != epochs - 1:
+            continue
+        avg = average([r.state_dict() for r in replicas], weights)
+        previous = global_model.state_dict()
+        if outer_lr != 1.0 or outer_momentum != 0.0:
+            new_velocity = {}
+            for name in param_names:
+                delta = avg[name] - previous[name]
+                v = delta if velocity is None else \
+                    outer_momentum * velocity[name] + delta
+                avg[name] = previous[name] + outer_lr * v
+                new_velocity[name] = v
+            velocity = new_velocity
+        global_model.load_state_dict(avg)
+        if optimizer_state == "average":
+            opt_avg = _average_optimizers(opts, weights)
+        for i, r in enumerate(replicas):
+            r.load_state_dict(avg)
+            if optimizer_state == "average":
+                opts[i].load_state_dict(copy.deepcopy(opt_avg))
+    return global_model
+
+
+def _average_optimizers(opts, weights):
+    dicts = [o.state_dict() for o in opts]
+    out = copy.deepcopy(dicts[0])
+    for index in out["state"]:
+        for name in out["state"][index]:
+            values = [d["state"][index][name] for d in dicts]
+            out["state"][index][name] = average(
+                [{"v": v} for v in values], weights)["v"]
+    return out
+
+
+def split_like_blocks(x, y, n):
+    """np.array_split's split: the first blocks get the extra rows."""
+    sizes = [len(p) for p in np.array_split(np.arange(len(x)), n)]
+    bounds = np.cumsum([0] + sizes)
+    return [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
