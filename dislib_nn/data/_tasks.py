@@ -125,34 +125,31 @@ def _reshape(block, sample_shape):
 
 
 # -------------------------------------------------------------- shuffle
-@task(returns=1)
-def _split_index(labels, counts, seed):
+@task(returns=0, index={Type: COLLECTION_OUT, Depth: 1})
+def _split_index(labels, counts, seed, index):
     """Which rows of one block go to each output block.
 
-    ``counts[j, c]`` rows of class ``c`` (of ``labels``; all rows are
-    class 0 when ``labels`` is None) go to output block ``j``, chosen
-    uniformly at random. Returns one sorted int64 array per output block.
+    ``counts[j, c]`` rows of class ``c`` (of ``labels``, an int array of
+    class numbers; all rows are class 0 when ``labels`` is None) go to
+    output block ``j``, chosen uniformly at random. Sets ``index[j]`` to
+    those rows, as a sorted int64 array.
     """
     counts = np.asarray(counts, dtype=np.int64)
     n_out, n_classes = counts.shape
     rng = np.random.default_rng(seed)
-    rows = int(counts.sum())
-    dest = np.empty(rows, dtype=np.int32)
-    if labels is None:
-        dest[:] = np.repeat(np.arange(n_out, dtype=np.int32), counts[:, 0])
-        rng.shuffle(dest)
-    else:
-        for c in range(n_classes):
-            members = np.flatnonzero(labels == c)
-            choice = np.repeat(np.arange(n_out, dtype=np.int32),
-                               counts[:, c])
-            rng.shuffle(choice)
-            dest[members] = choice
+    dest = np.empty(int(counts.sum()), dtype=np.int32)
+    for c in range(n_classes):
+        choice = np.repeat(np.arange(n_out, dtype=np.int32), counts[:, c])
+        rng.shuffle(choice)
+        if labels is None:
+            dest[:] = choice
+        else:
+            dest[np.flatnonzero(labels == c)] = choice
     order = np.argsort(dest, kind="stable")
     bounds = np.zeros(n_out + 1, dtype=np.int64)
     np.cumsum(np.bincount(dest, minlength=n_out), out=bounds[1:])
-    return [order[bounds[j]:bounds[j + 1]].astype(np.int64)
-            for j in range(n_out)]
+    for j in range(n_out):
+        index[j] = order[bounds[j]:bounds[j + 1]].astype(np.int64)
 
 
 @task(returns=0, index={Type: COLLECTION_IN, Depth: 1},
@@ -178,24 +175,29 @@ def _merge(pieces, seed):
     return out
 
 
-@task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1},
-      index={Type: COLLECTION_IN, Depth: 1})
-def _shuffle_gather(blocks, index, seed):
-    """What ``_merge`` returns for the pieces ``blocks[i][index[i]]``.
+@task(returns=0, blocks={Type: COLLECTION_IN, Depth: 1},
+      index={Type: COLLECTION_IN, Depth: 2},
+      out={Type: COLLECTION_OUT, Depth: 1})
+def _shuffle_gather(blocks, index, seeds, out):
+    """``out[k]`` is what ``_merge`` makes of pieces ``blocks[i][index[k][i]]``.
 
-    One pass instead of two: used where every block is in this machine's
-    memory already, so reading rows of all blocks costs no transfer.
+    One pass instead of two, for several output blocks at once: used where
+    every block is in this machine's memory already, so that reading rows
+    of all blocks costs no transfer, and each block is mapped once per
+    task rather than once per output block.
     """
-    sizes = [len(ix) for ix in index]
-    perm = _row_order(sum(sizes), seed)
     first = blocks[0]
-    out = shared_empty((len(perm),) + tuple(first.shape[1:]), first.dtype)
-    source, local = _locate(perm, sizes)
-    for i, ix in enumerate(index):
-        mask = source == i
-        local[mask] = ix[local[mask]]
-    _gather_into(out, blocks, source, local)
-    return out
+    for k, (rows, seed) in enumerate(zip(index, seeds)):
+        sizes = [len(ix) for ix in rows]
+        perm = _row_order(sum(sizes), seed)
+        block = shared_empty((len(perm),) + tuple(first.shape[1:]),
+                             first.dtype)
+        source, local = _locate(perm, sizes)
+        for i, ix in enumerate(rows):
+            mask = source == i
+            local[mask] = ix[local[mask]]
+        _gather_into(block, blocks, source, local)
+        out[k] = block
 
 
 @task(returns=1)
@@ -254,15 +256,27 @@ def _locate(rows, sizes):
 
 
 def _gather_into(out, blocks, source, local):
-    """``out[r] = blocks[source[r]][local[r]]`` for every row ``r``."""
+    """``out[r] = blocks[source[r]][local[r]]`` for every row ``r``.
+
+    Rows are copied block by block, in chunks of about 1 MiB: the
+    temporaries stay in cache and never become large allocations (which
+    numpy backs with transparent huge pages, whose compaction can stall
+    for seconds on a machine whose memory is fragmented by shared
+    memory).
+    """
     target = _as_numpy(out)
     order = np.argsort(source, kind="stable")
     bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
     np.cumsum(np.bincount(source, minlength=len(blocks)), out=bounds[1:])
+    chunk = max(1, _CHUNK_BYTES // max(1, target[:1].nbytes))
     for i, block in enumerate(blocks):
-        rows = order[bounds[i]:bounds[i + 1]]
-        if len(rows):
-            target[rows] = np.take(_as_numpy(block), local[rows], axis=0)
+        array = _as_numpy(block)
+        for start in range(bounds[i], bounds[i + 1], chunk):
+            rows = order[start:min(start + chunk, bounds[i + 1])]
+            target[rows] = np.take(array, local[rows], axis=0)
+
+
+_CHUNK_BYTES = 1 << 20
 
 
 def _take_into(out, block, index):
