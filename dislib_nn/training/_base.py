@@ -100,7 +100,6 @@ class SyncEpochAveragingBase(BaseEstimator):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, **kwargs):
-        check_keywords(kwargs, (), f"{type(self).__name__}()", TypeError)
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -122,34 +121,40 @@ class SyncEpochAveragingBase(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
-        for key, value in kwargs.items():
-            setattr(self, key, value)
+        # Component arguments (module__hidden=...) are parameters too,
+        # stored verbatim like the others and checked at fit.
+        self._extra_params = dict(kwargs)
 
     # ------------------------------------------------------------ params
     def get_params(self, deep=True):
+        """Parameters, the prefixed component arguments included."""
         params = super().get_params(deep=deep)
-        params.update(self._prefixed_params())
+        params.update(self._extra_params)
         return params
 
     def set_params(self, **params):
+        """Set parameters, prefixed component arguments included.
+
+        Like ``__init__``, it stores values without checking them: ``fit``
+        does, and rejects unknown names with a "did you mean" hint.
+        """
         names = self._get_param_names()
-        check_keywords(params, names, f"{type(self).__name__}.set_params()",
-                       InvalidParameterError)
         plain = {}
         for key, value in params.items():
             if key in names:
                 plain[key] = value
             else:
-                setattr(self, key, value)
+                self._extra_params[key] = value
         return super().set_params(**plain)
 
     def _prefixed_params(self):
-        return {k: v for k, v in vars(self).items()
-                if k.partition("__")[0] in PREFIXES and "__" in k
-                and not k.endswith("_")}
+        return {k: v for k, v in self._extra_params.items()
+                if k.partition("__")[0] in PREFIXES and "__" in k}
 
     def _validate_params(self):
         name = type(self).__name__
+        check_keywords(self._extra_params, self._get_param_names(), name,
+                       InvalidParameterError)
         p.validate(self._parameter_constraints,
                    self.get_params(deep=False), name)
         if self.validation_fraction and self.validation_data is not None:
@@ -475,7 +480,8 @@ class SyncEpochAveragingBase(BaseEstimator):
             return torch.softmax(raw.to(torch.float64), dim=1).numpy()
         if what == "labels":
             return self.classes_[raw.argmax(dim=1).numpy()]
-        return raw.numpy()
+        # Arrays out are float64, as scikit-learn's regressors return.
+        return raw.to(torch.float64).numpy()
 
     def _forward_ds(self, X, what):
         classes = None

@@ -77,7 +77,7 @@ def split_prefixed(params):
 
 
 def check_keywords(keys, valid, caller, error):
-    """Raise ``error`` for each key that is neither valid nor prefixed.
+    """Raise ``error`` for the first key neither valid nor prefixed.
 
     The message suggests the closest valid name or prefix ("did you
     mean"), as skorch does for mistyped prefixes.
@@ -90,14 +90,13 @@ def check_keywords(keys, valid, caller, error):
             close = difflib.get_close_matches(prefix, PREFIXES, n=1)
             hint = (f" Did you mean '{close[0]}__{arg}'?" if close else "")
             raise error(
-                f"{caller} got an unknown keyword argument {key!r}: "
+                f"{caller} got an unknown parameter {key!r}: "
                 f"'{prefix}__' is not a component prefix; the prefixes "
                 f"are {', '.join(p + '__' for p in PREFIXES)}.{hint}")
         close = difflib.get_close_matches(
             key, list(valid) + [p + "__" for p in PREFIXES], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise error(f"{caller} got an unknown keyword argument "
-                    f"{key!r}.{hint}")
+        raise error(f"{caller} got an unknown parameter {key!r}.{hint}")
 
 
 def inferable_arguments(module):

@@ -72,7 +72,8 @@ def check_y(y, kind, name="y"):
         return _data().from_ds_array(y)
     if y is None:
         raise ValueError(
-            f"{name} is required: this estimator is supervised. Got None.")
+            f"This estimator requires y to be passed, but the target y is "
+            f"None (the {name} argument).")
     if torch.is_tensor(y):
         y = y.detach().cpu().numpy()
     if kind == "classifier":

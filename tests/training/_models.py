@@ -19,10 +19,11 @@ class MLP(nn.Module):
 class Classifier(nn.Module):
     """A small classifier with BatchNorm and a bias-free layer."""
 
-    def __init__(self, n_features_in=4, n_classes=3, hidden=16):
+    def __init__(self, n_features_in=4, n_classes=3, hidden=16,
+                 batch_norm=True):
         super().__init__()
         self.hidden = nn.Linear(n_features_in, hidden, bias=False)
-        self.norm = nn.BatchNorm1d(hidden)
+        self.norm = nn.BatchNorm1d(hidden) if batch_norm else nn.Identity()
         self.out = nn.Linear(hidden, n_classes)
 
     def forward(self, x):

@@ -1,0 +1,97 @@
+"""Accuracy on data that ships with scikit-learn, against plain PyTorch.
+
+The reference is the same module (same initial weights) trained in this
+process by an ordinary minibatch loop with the same optimizer, epochs
+and batch size, rows reshuffled every epoch.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_diabetes, load_digits
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.model_selection import train_test_split
+
+from dislib_nn import (SyncEpochAveragingClassifier,
+                       SyncEpochAveragingRegressor)
+from tests.conftest import use_backend
+from tests.training import _models
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _local():
+    use_backend("local")
+
+
+def _reference(module, X, y, criterion, optimizer, epochs, batch_size,
+               seed, **opt_kwargs):
+    model = copy.deepcopy(module)
+    opt = optimizer(model.parameters(), **opt_kwargs)
+    x, t = torch.from_numpy(X), torch.from_numpy(y)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        model.train()
+        order = torch.randperm(len(x), generator=generator)
+        for start in range(0, len(x), batch_size):
+            idx = order[start:start + batch_size]
+            opt.zero_grad()
+            criterion(model(x[idx]), t[idx]).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        return model
+
+
+def test_digits_cnn_with_batchnorm_two_workers():
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.25, stratify=y, random_state=0)
+    torch.manual_seed(0)
+    init = _models.DigitsCNN(n_classes=10)
+    clf = SyncEpochAveragingClassifier(
+        module=init, n_workers=2, n_epochs=8, batch_size=32, lr=0.003,
+        optimizer=torch.optim.Adam, random_state=0)
+    clf.fit(X_train, y_train)
+    ours = clf.score(X_test, y_test)
+
+    reference = _reference(init, X_train, y_train.astype(np.int64),
+                           torch.nn.CrossEntropyLoss(), torch.optim.Adam,
+                           epochs=8, batch_size=32, seed=0, lr=0.003)
+    with torch.no_grad():
+        pred = reference(torch.from_numpy(X_test)).argmax(1).numpy()
+    theirs = accuracy_score(y_test, pred)
+    print(f"digits accuracy: ours {ours:.4f}, single-process {theirs:.4f}")
+    assert ours >= 0.95
+    assert abs(ours - theirs) <= 0.02
+    assert clf.module_.features[1].num_batches_tracked.item() > 0
+
+
+def test_diabetes_mlp_r2_close_to_single_process():
+    X, y = load_diabetes(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.25, random_state=0)
+    mean, std = X_train.mean(0), X_train.std(0)
+    X_train = ((X_train - mean) / std).astype(np.float32)
+    X_test = ((X_test - mean) / std).astype(np.float32)
+    y_mean, y_std = y_train.mean(), y_train.std()
+    t_train = ((y_train - y_mean) / y_std).astype(np.float32)
+
+    torch.manual_seed(0)
+    init = _models.MLP(n_features_in=10, n_outputs=1, hidden=32)
+    reg = SyncEpochAveragingRegressor(
+        module=init, n_workers=2, n_epochs=30, batch_size=32, lr=0.01,
+        random_state=0)
+    reg.fit(X_train, t_train)
+    ours = r2_score(y_test, reg.predict(X_test) * y_std + y_mean)
+
+    reference = _reference(init, X_train, t_train[:, None],
+                           torch.nn.MSELoss(), torch.optim.SGD, epochs=30,
+                           batch_size=32, seed=0, lr=0.01)
+    with torch.no_grad():
+        pred = reference(torch.from_numpy(X_test))[:, 0].numpy()
+    theirs = r2_score(y_test, pred * y_std + y_mean)
+    print(f"diabetes R2: ours {ours:.4f}, single-process {theirs:.4f}")
+    assert abs(ours - theirs) <= 0.05

@@ -1,0 +1,471 @@
+"""The estimators' behaviour: inputs, outputs, attributes and errors."""
+
+import pickle
+import re
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import make_classification, make_regression
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV
+
+import dislib_nn as dnn
+from dislib_nn import (SyncEpochAveragingClassifier,
+                       SyncEpochAveragingRegressor)
+from dislib_nn.exceptions import InvalidParameterError, ShapeError
+from dislib_nn.training import _base, _tasks
+from tests.conftest import use_backend
+from tests.training import _models
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _local():
+    use_backend("local")
+
+
+def _classification(n=120, labels=None):
+    X, y = make_classification(n_samples=n, n_features=4, n_informative=3,
+                               n_redundant=0, n_classes=3, random_state=0)
+    if labels is not None:
+        y = np.asarray(labels)[y]
+    return X.astype(np.float32), y
+
+
+def _regression(n=100, n_targets=1):
+    X, y = make_regression(n_samples=n, n_features=4, n_targets=n_targets,
+                           noise=0.5, random_state=0)
+    return X.astype(np.float32), (y / 100).astype(np.float32)
+
+
+def _clf(**kwargs):
+    params = dict(module=_models.Classifier, n_epochs=3, batch_size=16,
+                  lr=0.05, optimizer=torch.optim.Adam, n_workers=2,
+                  random_state=0)
+    params.update(kwargs)
+    return SyncEpochAveragingClassifier(**params)
+
+
+def _reg(**kwargs):
+    params = dict(module=_models.MLP, n_epochs=3, batch_size=16, lr=0.01,
+                  n_workers=2, random_state=0)
+    params.update(kwargs)
+    return SyncEpochAveragingRegressor(**params)
+
+
+# ------------------------------------------------------------- fitting
+def test_fit_sets_the_documented_attributes():
+    X, y = _classification()
+    clf = _clf(validation_fraction=0.2).fit(X, y)
+    assert isinstance(clf.module_, _models.Classifier)
+    assert not clf.module_.training
+    assert all(p.device.type == "cpu" for p in clf.module_.parameters())
+    assert clf.n_epochs_ == 3 and clf.n_features_in_ == 4
+    assert clf.n_workers_ == 2
+    assert list(clf.classes_) == [0, 1, 2]
+    assert [h["epoch"] for h in clf.history_] == [1, 2, 3]
+    for record in clf.history_:
+        assert set(record) >= {"epoch", "train_loss", "valid_loss",
+                               "valid_score", "dur_s"}
+        assert record["valid_loss"] > 0 and 0 <= record["valid_score"] <= 1
+    # History is plain JSON-serialisable data.
+    import json
+    json.dumps(clf.history_)
+
+
+def test_string_labels_are_encoded_and_returned():
+    X, y = _classification(labels=["cat", "dog", "emu"])
+    clf = _clf(n_epochs=5).fit(X, y)
+    assert list(clf.classes_) == ["cat", "dog", "emu"]
+    assert set(clf.predict(X)) <= {"cat", "dog", "emu"}
+    proba = clf.predict_proba(X)
+    assert proba.shape == (120, 3)
+    np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-6)
+    assert clf.score(X, y) > 0.5
+
+
+def test_torch_tensors_are_accepted():
+    X, y = _classification()
+    clf = _clf().fit(torch.from_numpy(X), torch.from_numpy(y))
+    assert clf.predict(torch.from_numpy(X)).shape == (120,)
+
+
+@pytest.mark.parametrize("n_targets", [1, 2])
+def test_regression_targets_keep_their_shape(n_targets):
+    X, y = _regression(n_targets=n_targets)
+    reg = _reg().fit(X, y)
+    assert reg.predict(X).shape == y.shape
+    assert reg.predict(X).dtype == np.float64
+
+
+def test_module_output_that_would_broadcast_is_an_error():
+    class_ = _models.MLP
+    X, y = _regression()
+    with pytest.raises(ValueError, match=r"output has shape \(16, 3\) but "
+                       r"the targets have shape \(16,\)"):
+        _reg(module=class_, module__n_outputs=3).fit(X, y)
+
+
+def test_classifier_output_must_have_one_column_per_class():
+    X, y = _classification()
+    with pytest.raises(ValueError, match="one column per class"):
+        _clf(module__n_classes=2).fit(X, y)
+
+
+def test_shuffle_modes_all_learn():
+    X, y = _classification(n=150)
+    for shuffle in ("global", "local", "none"):
+        clf = _clf(shuffle=shuffle, n_epochs=6).fit(X, y)
+        assert clf.score(X, y) > 0.6, shuffle
+
+
+def test_same_random_state_same_model():
+    X, y = _classification()
+    a = _clf(module=_models.WithDropout, criterion=None,
+             module__n_outputs=3).fit(X, y)
+    b = _clf(module=_models.WithDropout, module__n_outputs=3).fit(X, y)
+    for (k, v), w in zip(a.module_.state_dict().items(),
+                         b.module_.state_dict().values()):
+        assert torch.equal(v, w), k
+
+
+def test_n_workers_is_capped_by_the_number_of_blocks():
+    X, y = _classification()
+    x = dnn.from_array(X, n_blocks=3)
+    clf = _clf(n_workers=8).fit(x, y)
+    assert clf.n_workers_ == 3
+
+
+def test_lazy_modules_are_shaped_at_fit():
+    X, y = _regression()
+    reg = _reg(module=_models.Lazy).fit(X, y)
+    assert reg.module_.fc.weight.shape == (1, 4)
+
+
+def test_early_stopping_stops_and_keeps_the_best_model():
+    X, y = _classification(n=160)
+    Xv, yv = X[:40], y[:40]
+    clf = _clf(n_epochs=50, lr=0.5, optimizer=torch.optim.SGD,
+               early_stopping=True, patience=2, validation_data=(Xv, yv))
+    clf.fit(X[40:], y[40:])
+    losses = [h["valid_loss"] for h in clf.history_]
+    assert clf.n_epochs_ == len(losses) < 50
+    best = int(np.argmin(losses))
+    assert len(losses) - 1 - best == 2      # patience epochs after the best
+    # The model kept is the best one, not the last one.
+    with torch.no_grad():
+        out = clf.module_(torch.from_numpy(Xv))
+        loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(yv))
+    assert loss.item() == pytest.approx(losses[best], rel=1e-4)
+
+
+def test_validation_data_is_scored_every_merge():
+    X, y = _classification()
+    clf = _clf(validation_data=(X[:30], y[:30])).fit(X[30:], y[30:])
+    assert all(h["valid_score"] is not None for h in clf.history_)
+
+
+def test_verbose_prints_one_line_per_epoch(capsys):
+    X, y = _classification()
+    _clf(verbose=1, n_epochs=2).fit(X, y)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("epoch   1/2") and "train_loss" in lines[0]
+
+
+def test_warm_start_and_partial_fit_extend_the_history():
+    X, y = _classification()
+    clf = _clf(warm_start=True, n_epochs=2).fit(X, y)
+    clf.fit(X, y)
+    assert clf.n_epochs_ == 4 and len(clf.history_) == 4
+    clf.partial_fit(X, y)
+    assert clf.n_epochs_ == 5
+    assert [h["epoch"] for h in clf.history_] == [1, 2, 3, 4, 5]
+
+
+def test_partial_fit_classes_argument():
+    X, y = _classification()
+    clf = _clf(module__n_classes=4)
+    clf.partial_fit(X[y < 2], y[y < 2], classes=[0, 1, 2, 3])
+    assert list(clf.classes_) == [0, 1, 2, 3]
+    clf.partial_fit(X, y)
+
+
+# ------------------------------------------------------------ DsTensors
+def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch):
+    X, y = _classification()
+    x = dnn.from_array(X, n_blocks=4)
+    yd = dnn.from_array(y, n_blocks=4)
+
+    def no_collect(self):
+        raise AssertionError("the master collected a DsTensor")
+
+    monkeypatch.setattr(dnn.DsTensor, "collect", no_collect)
+    clf = _clf(validation_fraction=0.2).fit(x, yd)
+    assert list(clf.classes_) == [0, 1, 2]
+    pred = clf.predict(x)
+    proba = clf.predict_proba(x)
+    score = clf.score(x, yd)
+    monkeypatch.undo()
+    assert isinstance(pred, dnn.DsTensor) and pred.shape == (120,)
+    assert proba.shape == (120, 3) and proba.block_sizes == x.block_sizes
+    np.testing.assert_array_equal(pred.collect().numpy(), clf.predict(X))
+    np.testing.assert_allclose(proba.collect().numpy(), clf.predict_proba(X),
+                               rtol=1e-5, atol=1e-6)
+    assert score == pytest.approx(clf.score(X, y))
+
+
+def test_ds_tensor_regression_score_matches_sklearn():
+    X, y = _regression(n_targets=2)
+    reg = _reg(n_epochs=5).fit(X, y)
+    x, yd = dnn.from_array(X, n_blocks=3), dnn.from_array(y, n_blocks=3)
+    assert reg.score(x, yd) == pytest.approx(reg.score(X, y), abs=1e-6)
+    pred = reg.predict(x)
+    assert pred.shape == (100, 2)
+    np.testing.assert_allclose(pred.collect().numpy(), reg.predict(X),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_ds_tensor_with_array_targets():
+    X, y = _regression()
+    reg = _reg().fit(dnn.from_array(X, n_blocks=2), y)
+    assert reg.predict(X).shape == (100,)
+
+
+def test_master_fetches_no_weights_during_fit(monkeypatch):
+    fetched = []
+    original = _base.runtime.wait_on
+
+    def spy(*objs):
+        values = original(*objs)
+        fetched.append(values)
+        return values
+
+    monkeypatch.setattr(_base.runtime, "wait_on", spy)
+    X, y = _classification()
+    _clf(n_epochs=4, validation_fraction=0.2, optimizer_state="reset").fit(
+        X, y)
+
+    def holds_tensor(value):
+        if torch.is_tensor(value):
+            return True
+        if isinstance(value, dict):
+            return any(holds_tensor(v) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(holds_tensor(v) for v in value)
+        return False
+
+    assert len(fetched) == 5        # one wait per epoch, then the model
+    assert not any(holds_tensor(v) for v in fetched[:-1])
+    assert holds_tensor(fetched[-1])
+
+
+def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
+    calls = []
+
+    def fake_merge(models, optims, counts, root):
+        calls.append(root)
+        return ("merged", tuple(models)), None
+
+    monkeypatch.setattr(_tasks, "_merge_pair", fake_merge)
+    model, _ = _tasks.submit_merge(list("abcde"), [None] * 5, [1] * 5)
+    assert len(calls) == 4 and calls.count(True) == 1
+
+    def depth(node):
+        if isinstance(node, tuple) and node[0] == "merged":
+            return 1 + max(depth(n) for n in node[1])
+        return 0
+
+    assert depth(model) == 3
+
+
+# -------------------------------------------------------- scikit-learn
+def test_prefixed_params_get_set_clone():
+    clf = _clf(module__hidden=32, optimizer__weight_decay=1e-4)
+    params = clf.get_params()
+    assert params["module__hidden"] == 32
+    assert params["optimizer__weight_decay"] == 1e-4
+    clf.set_params(module__hidden=8, criterion__label_smoothing=0.1)
+    copy = clone(clf)
+    assert copy.get_params()["module__hidden"] == 8
+    assert copy.get_params()["criterion__label_smoothing"] == 0.1
+    X, y = _classification()
+    copy.fit(X, y)
+    assert copy.module_.hidden.out_features == 8
+
+
+@pytest.mark.parametrize("key, hint", [
+    ("modul__hidden", "Did you mean 'module__hidden'"),
+    ("optimiser__momentum", "Did you mean 'optimizer__momentum'"),
+    ("n_epoch", "Did you mean 'n_epochs'"),
+])
+def test_unknown_parameters_get_a_did_you_mean_hint(key, hint):
+    X, y = _classification()
+    clf = _clf(**{key: 1})
+    with pytest.raises(InvalidParameterError, match=re.escape(hint)):
+        clf.fit(X, y)
+    with pytest.raises(InvalidParameterError, match=re.escape(hint)):
+        _clf().set_params(**{key: 1}).fit(X, y)
+
+
+def test_grid_search_over_prefixed_params():
+    X, y = _classification(n=90)
+    search = GridSearchCV(_clf(n_epochs=2),
+                          {"module__hidden": [4, 8], "lr": [0.01, 0.05]},
+                          cv=3)
+    search.fit(X, y)
+    assert set(search.best_params_) == {"module__hidden", "lr"}
+
+
+def test_pickle_after_fit():
+    X, y = _classification()
+    clf = _clf().fit(X, y)
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.predict_proba(X),
+                                  clf.predict_proba(X))
+
+
+def test_module_instance_is_copied_not_changed():
+    X, y = _classification()
+    torch.manual_seed(0)
+    init = _models.Classifier()
+    before = {k: v.clone() for k, v in init.state_dict().items()}
+    clf = _clf(module=init).fit(X, y)
+    for k, v in init.state_dict().items():
+        assert torch.equal(v, before[k])
+    assert clf.module_ is not init
+
+
+# -------------------------------------------------------------- errors
+@pytest.mark.parametrize("param, value, message", [
+    ("n_epochs", -1, "The 'n_epochs' parameter of SyncEpochAveraging"
+                     "Classifier must be an int in the range [1, inf). "
+                     "Got -1 instead."),
+    ("batch_size", 0, "The 'batch_size' parameter of SyncEpochAveraging"
+                      "Classifier must be an int in the range [1, inf). "
+                      "Got 0 instead."),
+    ("shuffle", "sometimes", "The 'shuffle' parameter of SyncEpochAveraging"
+                             "Classifier must be a str among {'global', "
+                             "'local', 'none'}. Got 'sometimes' instead."),
+    ("module", "resnet", "The 'module' parameter of SyncEpochAveraging"
+                         "Classifier must be a subclass of torch.nn.Module "
+                         "or an instance of one. Got 'resnet' instead."),
+    ("module", None, "The 'module' parameter"),
+    ("optimizer_state", "forget", "The 'optimizer_state' parameter"),
+    ("lr", 0.0, "The 'lr' parameter"),
+    ("sync_every", 0, "The 'sync_every' parameter"),
+    ("outer_momentum", 1.0, "The 'outer_momentum' parameter"),
+    ("validation_fraction", 1.0, "The 'validation_fraction' parameter"),
+    ("device", "gpu", "The 'device' parameter of SyncEpochAveraging"
+                      "Classifier must be 'auto' or a torch device"),
+    ("early_stopping", "yes", "The 'early_stopping' parameter"),
+    ("n_workers", 0, "The 'n_workers' parameter"),
+    ("random_state", -3, "The 'random_state' parameter"),
+])
+def test_invalid_parameters_are_rejected_at_fit(param, value, message):
+    X, y = _classification()
+    clf = _clf(**{param: value})        # __init__ never complains
+    with pytest.raises(InvalidParameterError, match=re.escape(message)):
+        clf.fit(X, y)
+
+
+def test_validation_fraction_and_data_together_are_rejected():
+    X, y = _classification()
+    with pytest.raises(InvalidParameterError, match="not both"):
+        _clf(validation_fraction=0.1, validation_data=(X, y)).fit(X, y)
+
+
+def test_x_and_y_of_different_lengths():
+    X, y = _classification()
+    with pytest.raises(ShapeError, match="X with 120 and y with 119"):
+        _clf().fit(X, y[:-1])
+    with pytest.raises(ShapeError, match="X with 120 and y with 119"):
+        _clf().fit(dnn.from_array(X), dnn.from_array(y[:-1]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_and_inf_are_rejected(bad):
+    X, y = _regression()
+    Xb = X.copy()
+    Xb[5, 2] = bad
+    with pytest.raises(ValueError, match="Input X contains"):
+        _reg().fit(Xb, y)
+    with pytest.raises(ValueError, match=r"Input X contains NaN or "
+                       r"infinity \(in block 0\)"):
+        _reg().fit(dnn.from_array(Xb, n_blocks=2), y)
+    yb = y.copy()
+    yb[7] = bad
+    with pytest.raises(ValueError, match="Input y contains"):
+        _reg().fit(X, yb)
+    with pytest.raises(ValueError, match="Input y contains"):
+        _reg().fit(dnn.from_array(X, n_blocks=2),
+                   dnn.from_array(yb, n_blocks=2))
+    Xc, yc = _classification()
+    yc = yc.astype(float)
+    yc[3] = bad
+    with pytest.raises(ValueError, match="Input y contains"):
+        _clf().fit(Xc, yc)
+
+
+def test_predict_before_fit():
+    X, _ = _classification()
+    for est in (_clf(), _reg()):
+        with pytest.raises(NotFittedError):
+            est.predict(X)
+
+
+def test_unseen_labels_at_score_time():
+    X, y = _classification()
+    clf = _clf().fit(X, y)
+    y2 = y.copy()
+    y2[:3] = 7
+    with pytest.raises(ValueError, match="labels that were not seen in fit:"
+                       r" 7\. The classes seen in fit are \[0, 1, 2\]"):
+        clf.score(X, y2)
+    with pytest.raises(ValueError, match="labels that were not seen in fit"):
+        clf.score(dnn.from_array(X, n_blocks=2),
+                  dnn.from_array(y2, n_blocks=2))
+
+
+def test_error_in_forward_surfaces_with_its_message_and_task():
+    X, y = _classification()
+    with pytest.raises(ValueError, match="forward exploded on purpose") as e:
+        _clf(module=_models.Broken).fit(X, y)
+    notes = " ".join(getattr(e.value, "__notes__", []))
+    assert "_train_epoch" in notes
+
+
+def test_cuda_device_without_a_gpu_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    X, y = _classification()
+    with pytest.raises(RuntimeError, match="device='cuda' was asked for, "
+                       "but this task sees no CUDA GPU"):
+        _clf(device="cuda").fit(X, y)
+
+
+def test_device_cpu_and_auto_train_on_cpu():
+    X, y = _classification()
+    for device in ("cpu", "auto", torch.device("cpu")):
+        clf = _clf(device=device, n_epochs=1).fit(X, y)
+        assert clf.predict(X).shape == (120,)
+
+
+def test_gpu_task_is_chosen_only_where_gpus_are_declared(monkeypatch):
+    monkeypatch.delenv("ComputingUnitsGPUs", raising=False)
+    assert _tasks.train_task_for("auto") is _tasks._train_epoch
+    assert _tasks.train_task_for("cpu") is _tasks._train_epoch
+    assert _tasks.train_task_for("cuda:1") is _tasks._train_epoch_gpu
+    monkeypatch.setenv("ComputingUnitsGPUs", "1")
+    assert _tasks.train_task_for("auto") is _tasks._train_epoch_gpu
+    gpu = _tasks._train_epoch_gpu.constraints["processors"]
+    assert {p["processorType"] for p in gpu} == {"CPU", "GPU"}
+
+
+def test_predict_checks_the_number_of_features():
+    X, y = _classification()
+    clf = _clf().fit(X, y)
+    with pytest.raises(ValueError, match="X has 3 features, but "
+                       "SyncEpochAveragingClassifier is expecting 4"):
+        clf.predict(X[:, :3])
