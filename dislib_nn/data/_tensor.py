@@ -8,7 +8,7 @@ import torch
 from dislib_nn.data import _rows, _tasks
 from dislib_nn.data import _validation as v
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.runtime import wait_on
+from dislib_nn.runtime import n_workers, wait_on
 
 
 class DsTensor:
@@ -167,13 +167,14 @@ class DsTensor:
             of each block.
         n_blocks : int, default=None
             Number of blocks of nearly equal size, instead of block_size.
+            With neither, one block per worker of the runtime.
 
         Returns
         -------
         DsTensor
         """
         sizes = v.block_sizes(len(self), block_size, n_blocks,
-                              "rechunk", self.n_blocks)
+                              "rechunk", n_workers())
         return _rows.rechunk(self, sizes)
 
     def __getitem__(self, key):
