@@ -7,6 +7,9 @@ returned without a further copy. Kernels never hold more than the blocks
 they are given.
 """
 
+import ctypes
+import sys
+
 import numpy as np
 import torch
 
@@ -187,6 +190,8 @@ def _shuffle_gather(blocks, index, seeds, out):
     task rather than once per output block.
     """
     first = blocks[0]
+    for i, block in enumerate(blocks):
+        _prefault(block, sum(len(rows[i]) for rows in index))
     for k, (rows, seed) in enumerate(zip(index, seeds)):
         sizes = [len(ix) for ix in rows]
         perm = _row_order(sum(sizes), seed)
@@ -277,6 +282,38 @@ def _gather_into(out, blocks, source, local):
 
 
 _CHUNK_BYTES = 1 << 20
+
+
+def _prefault(block, rows_read):
+    """Map the pages of ``block`` in one call if most will be read.
+
+    On the local backend a block arrives as a fresh memory mapping, and
+    each page costs a fault on first read; asking the kernel to map them
+    all at once (``MADV_POPULATE_READ``, Linux >= 5.14) is several times
+    cheaper when most pages are read anyway. A failure changes nothing.
+    """
+    if _libc is None or block.shape[0] == 0:
+        return
+    rows_per_page = max(1.0, 4096 / max(1, block[:1].nbytes))
+    touched = 1 - (1 - rows_read / block.shape[0]) ** rows_per_page
+    if touched < 0.25:
+        return
+    storage = block.untyped_storage()
+    _libc.madvise(ctypes.c_void_p(storage.data_ptr()),
+                  ctypes.c_size_t(storage.nbytes()), _MADV_POPULATE_READ)
+
+
+def _load_libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+_MADV_POPULATE_READ = 22
+_libc = _load_libc()
 
 
 def _take_into(out, block, index):
