@@ -212,7 +212,7 @@ class SyncEpochAveragingBase(BaseEstimator):
         _inputs.check_lengths(X, y)
         if _inputs.is_ds_tensor(X):
             _inputs.check_finite_blocks(X, "X")
-        if _inputs.is_ds_tensor(y) and self._kind == "regressor":
+        if _inputs.is_ds_tensor(y):
             _inputs.check_finite_blocks(y, "y")
         self._check_sample_shape(X, reset)
         if self._kind == "classifier":
@@ -380,7 +380,7 @@ class SyncEpochAveragingBase(BaseEstimator):
              "device": str(self.device), "outer_lr": float(self.outer_lr),
              "outer_momentum": float(self.outer_momentum),
              "sync_every": self.sync_every,
-             "seed": seed_for(self._seed, 5, self.n_epochs_),
+             "seed": seed_for(self._seed, 5),
              "output": self._output_adapter(data), "param_keys": param_keys},
             _shuffle)
         self._output = trainer.config["output"]
@@ -535,9 +535,14 @@ class SyncEpochAveragingBase(BaseEstimator):
                             "only; X or y is a DsTensor.")
         sizes = X.block_sizes if _inputs.is_ds_tensor(X) else y.block_sizes
         x = _inputs.as_ds_tensor(X, block_sizes=sizes)
+        classes = None
+        if self._kind == "classifier":
+            if _inputs.is_ds_tensor(y):
+                classes = self.classes_     # the tasks encode and check
+            else:
+                y = _labels.encode(y, self.classes_, "y")
         y = _inputs.as_ds_tensor(y, block_sizes=sizes)
         components = Components(self.module_, {}, None, {}, None, {})
-        classes = self.classes_ if self._kind == "classifier" else None
         stats = runtime.wait_on(self._submit_scores(
             components, None, x, y, classes, with_loss=False))
         return float(_metrics.score_of(self._kind,

@@ -40,7 +40,7 @@ def is_ds_tensor(obj):
 def is_ds_array(obj):
     """Whether ``obj`` is a dislib ds-array (checked without importing it)."""
     return all(hasattr(obj, a) for a in ("_blocks", "_reg_shape",
-                                         "_sparse", "_top_left_shape"))
+                                         "_top_left_shape", "shape"))
 
 
 def check_x(X, name="X"):
@@ -67,6 +67,11 @@ def check_y(y, kind, name="y"):
             raise ShapeError(
                 f"{name} must be 1-D or 2-D (one row per sample). Got a "
                 f"DsTensor of shape {y.shape}.")
+        if kind == "classifier" and y.sample_shape not in ((), (1,)):
+            raise ShapeError(
+                f"{name} must hold one label per sample; multi-output "
+                f"classification is not supported. Got a DsTensor of "
+                f"shape {y.shape}.")
         return y
     if is_ds_array(y):
         return _data().from_ds_array(y)

@@ -31,9 +31,8 @@ def encode(y, classes, argument="y"):
         idx = np.clip(idx, 0, len(classes) - 1)
         seen = classes[idx] == y
     if idx is None or not np.all(seen):
-        unseen = np.setdiff1d(np.unique(y.astype(object)),
-                              classes.astype(object))
-        shown = ", ".join(repr(v) for v in unseen[:5].tolist())
+        unseen = sorted(set(y.tolist()) - set(classes.tolist()), key=repr)
+        shown = ", ".join(repr(v) for v in unseen[:5])
         more = f" and {len(unseen) - 5} more" if len(unseen) > 5 else ""
         raise ValueError(
             f"{argument} holds labels that were not seen in fit: {shown}"

@@ -136,11 +136,12 @@ def test_lr_schedule_reaches_every_worker(schedule, kwargs, lrs):
     _assert_same_model(est.module_, expected)
 
 
-def test_partial_fit_continues_like_more_epochs():
+@pytest.mark.parametrize("shuffle", ["none", "global", "local"])
+def test_partial_fit_continues_like_more_epochs(shuffle):
     X, y = _regression(n=60)
     init = _init(_models.MLP, n_features_in=4, n_outputs=1)
-    kwargs = dict(module=init, n_workers=2, shuffle="none", batch_size=16,
-                  lr=0.05, optimizer__momentum=0.9)
+    kwargs = dict(module=init, n_workers=2, shuffle=shuffle, batch_size=16,
+                  lr=0.05, optimizer__momentum=0.9, random_state=3)
     full = SyncEpochAveragingRegressor(n_epochs=3, **kwargs).fit(X, y)
     step = SyncEpochAveragingRegressor(**kwargs)
     for _ in range(3):

@@ -233,6 +233,17 @@ def test_ds_tensor_with_array_targets():
     assert reg.predict(X).shape == (100,)
 
 
+def test_dislib_ds_arrays_are_accepted():
+    from tests.data.test_interop import FakeDsArray
+    X, y = _classification()
+    x_ds = FakeDsArray(X.astype(np.float64), (40, 3))
+    y_ds = FakeDsArray(y[:, None], (40, 1))
+    clf = _clf().fit(x_ds, y_ds)
+    assert clf.n_features_in_ == 4 and list(clf.classes_) == [0, 1, 2]
+    assert clf.predict(x_ds).shape == (120,)
+    assert 0 <= clf.score(x_ds, y_ds) <= 1
+
+
 def test_master_fetches_no_weights_during_fit(monkeypatch):
     fetched = []
     original = _base.runtime.wait_on
@@ -418,6 +429,8 @@ def test_predict_before_fit():
 def test_unseen_labels_at_score_time():
     X, y = _classification()
     clf = _clf().fit(X, y)
+    with pytest.raises(ValueError, match="not seen in fit: 'cat'"):
+        clf.score(dnn.from_array(X, n_blocks=2), np.array(["cat"] * 120))
     y2 = y.copy()
     y2[:3] = 7
     with pytest.raises(ValueError, match="labels that were not seen in fit:"
@@ -469,3 +482,43 @@ def test_predict_checks_the_number_of_features():
     with pytest.raises(ValueError, match="X has 3 features, but "
                        "SyncEpochAveragingClassifier is expecting 4"):
         clf.predict(X[:, :3])
+
+
+def test_plateau_scheduler_steps_on_the_validation_loss():
+    X, y = _classification()
+    clf = _clf(n_epochs=6, lr=0.05, validation_fraction=0.25,
+               lr_schedule=torch.optim.lr_scheduler.ReduceLROnPlateau,
+               lr_schedule__patience=0, lr_schedule__factor=0.5,
+               lr_schedule__threshold=10.0)
+    clf.fit(X, y)
+    # A threshold of 1000 % means no epoch ever counts as an improvement
+    # (not even the first, against an infinite best): with patience 0 the
+    # rate halves after every epoch.
+    assert [h["lr"] for h in clf.history_] == pytest.approx(
+        [0.05 / 2 ** i for i in range(6)])
+
+
+def test_schedule_arguments_without_a_scheduler_class():
+    X, y = _classification()
+    with pytest.raises(TypeError, match="lr_schedule__ arguments"):
+        _clf(lr_schedule__gamma=0.5).fit(X, y)
+
+
+def test_module_arguments_with_an_instance_are_an_error():
+    X, y = _classification()
+    with pytest.raises(TypeError, match="module is an instance"):
+        _clf(module=_models.Classifier(), module__hidden=4).fit(X, y)
+
+
+def test_bad_module_arguments_name_the_prefixed_keyword():
+    X, y = _classification()
+    with pytest.raises(TypeError, match="module__width=3"):
+        _clf(module__width=3).fit(X, y)
+
+
+def test_early_stopping_without_validation_watches_the_training_loss():
+    X, y = _classification()
+    clf = _clf(n_epochs=30, lr=2.0, optimizer=torch.optim.SGD,
+               early_stopping=True, patience=1).fit(X, y)
+    assert clf.n_epochs_ < 30
+    assert all(h["valid_loss"] is None for h in clf.history_)
