@@ -5,34 +5,38 @@ component arguments too); ``fit`` validates them from a constraints
 table, then climbs a ladder of small steps that subclasses may override:
 
 ``fit`` / ``partial_fit``
-    check the data (:meth:`_prepare`), build the model (:meth:`_initialize`)
-    unless continuing, then run epochs (:meth:`_fit_epochs`);
+    check the data and make it DsTensors (:mod:`._fit_data`), build the
+    model (:meth:`_initialize`) unless continuing, then run epochs
+    (:meth:`_fit_epochs`);
 ``_fit_epochs``
     the epoch loop: learning-rate schedule, history, early stopping;
 ``_run_epoch``
     one epoch: submit it (:class:`~dislib_nn.training._sync.SyncTrainer`),
     then wait for its scalars only.
+
+Predictions and scores are in :mod:`._predict`.
 """
 
 import numbers
 import time
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _block_tasks, _inputs, _labels, _metrics
+from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training import _metrics
 from dislib_nn.training import _params as p
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords,
                                             first_float_dtype,
                                             inferable_arguments,
                                             split_prefixed)
-from dislib_nn.training._epoch import OutputAdapter, forward_batches
+from dislib_nn.training._epoch import OutputAdapter
+from dislib_nn.training._fit_data import FitDataMixin
+from dislib_nn.training._history import Stopper, format_record
+from dislib_nn.training._predict import PredictMixin
 from dislib_nn.training._schedule import LRSchedule
 from dislib_nn.training._sync import (SHUFFLE_MODES, SyncTrainer,
                                       merges_after, seed_for)
@@ -41,20 +45,9 @@ __all__ = ["SyncEpochAveragingBase"]
 
 _INT = numbers.Integral
 _REAL = numbers.Real
-_PREDICT_BATCH = 1024
 
 
-class _FitData:
-    """Checked training (and validation) data, as DsTensors."""
-
-    def __init__(self, x, y, x_valid, y_valid, sample_shape, y_ndim):
-        self.x, self.y = x, y
-        self.x_valid, self.y_valid = x_valid, y_valid
-        self.sample_shape = sample_shape
-        self.y_ndim = y_ndim
-
-
-class SyncEpochAveragingBase(BaseEstimator):
+class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
     """Common base of the synchronous epoch-averaging estimators.
 
     Not for direct use: see ``SyncEpochAveragingClassifier`` and
@@ -183,11 +176,15 @@ class SyncEpochAveragingBase(BaseEstimator):
         """
         self._validate_params()
         continuing = self.warm_start and self.__sklearn_is_fitted__()
-        checked = self._check_fit_data(X, y, reset=not continuing)
-        if not continuing:
-            self._initialize(checked)
-        data = self._prepare(checked)
-        self._fit_epochs(data, self.n_epochs)
+        try:
+            checked = self._check_fit_data(X, y, reset=not continuing)
+            if not continuing:
+                self._initialize(checked)
+            self._fit_epochs(self._prepare(checked), self.n_epochs)
+        except BaseException:
+            if not continuing:
+                self._forget_fit()
+            raise
         return self
 
     def partial_fit(self, X, y):
@@ -197,135 +194,17 @@ class SyncEpochAveragingBase(BaseEstimator):
     def _partial_fit(self, X, y, classes=None):
         self._validate_params()
         first = not self.__sklearn_is_fitted__()
-        checked = self._check_fit_data(X, y, reset=first, classes=classes)
-        if first:
-            self._initialize(checked)
-        data = self._prepare(checked)
-        self._fit_epochs(data, 1)
+        try:
+            checked = self._check_fit_data(X, y, reset=first,
+                                           classes=classes)
+            if first:
+                self._initialize(checked)
+            self._fit_epochs(self._prepare(checked), 1)
+        except BaseException:
+            if first:
+                self._forget_fit()
+            raise
         return self
-
-    # ----------------------------------------------------- fit: the data
-    def _check_fit_data(self, X, y, reset, classes=None):
-        """Check X and y; learn (or check) ``classes_`` and the shapes."""
-        X = _inputs.check_x(X)
-        y = _inputs.check_y(y, self._kind)
-        _inputs.check_lengths(X, y)
-        if _inputs.is_ds_tensor(X):
-            _inputs.check_finite_blocks(X, "X")
-        if _inputs.is_ds_tensor(y):
-            _inputs.check_finite_blocks(y, "y")
-        self._check_sample_shape(X, reset)
-        if self._kind == "classifier":
-            self._learn_classes(y, reset, classes)
-        y_ndim = len(y.shape)
-        if self._kind == "regressor":
-            if reset:
-                self._y_ndim = y_ndim
-            elif y_ndim != self._y_ndim:
-                raise ShapeError(
-                    f"y has {y_ndim} dimension(s), but this estimator was "
-                    f"fitted with {self._y_ndim}-D targets.")
-        return {"X": X, "y": y, "y_ndim": y_ndim}
-
-    def _check_sample_shape(self, X, reset):
-        sample_shape = tuple(X.shape[1:])
-        if reset:
-            self._sample_shape = sample_shape
-            if len(sample_shape) == 1:
-                self.n_features_in_ = sample_shape[0]
-            elif hasattr(self, "n_features_in_"):
-                del self.n_features_in_
-            return
-        self._check_predict_shape(sample_shape)
-
-    def _check_predict_shape(self, sample_shape):
-        expected = self._sample_shape
-        if sample_shape == expected:
-            return
-        name = type(self).__name__
-        if len(sample_shape) == 1 and len(expected) == 1:
-            raise ValueError(
-                f"X has {sample_shape[0]} features, but {name} is "
-                f"expecting {expected[0]} features as input.")
-        raise ShapeError(
-            f"X has samples of shape {sample_shape}, but {name} was fitted "
-            f"on samples of shape {expected}.")
-
-    def _learn_classes(self, y, reset, classes):
-        raise NotImplementedError
-
-    def _prepare(self, checked):
-        """The checked data as DsTensors: encoded, blocked, split."""
-        X, y = checked["X"], checked["y"]
-        n_workers = self.n_workers or runtime.n_workers()
-        dtype = first_float_dtype(self.module_)
-        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-        sizes = X.block_sizes if _inputs.is_ds_tensor(X) else (
-            y.block_sizes if _inputs.is_ds_tensor(y) else None)
-        x = _inputs.as_ds_tensor(X, block_sizes=sizes, n_blocks=min(
-            n_workers, X.shape[0]), dtype=np_dtype)
-        y = self._as_target_ds(y, x.block_sizes, np_dtype)
-        x_valid = y_valid = None
-        if self.validation_data is not None:
-            x_valid, y_valid = self._validation_ds(np_dtype, n_workers)
-        elif self.validation_fraction:
-            x, y, x_valid, y_valid = self._split(x, y)
-        self.n_workers_ = min(n_workers, x.n_blocks)
-        return _FitData(x, y, x_valid, y_valid, self._sample_shape,
-                        checked["y_ndim"])
-
-    def _as_target_ds(self, y, block_sizes, np_dtype):
-        if self._kind == "classifier":
-            if _inputs.is_ds_tensor(y):
-                blocks = [_block_tasks._encode_labels(b, self.classes_, "y")
-                          for b in y._blocks]
-                return _data().DsTensor._from_blocks(
-                    blocks, tuple(y.block_sizes), (), torch.int64)
-            y = _labels.encode(y, self.classes_, "y")
-            return _inputs.as_ds_tensor(y, block_sizes=block_sizes)
-        return _inputs.as_ds_tensor(
-            y, block_sizes=block_sizes,
-            dtype=None if _inputs.is_ds_tensor(y) else np_dtype)
-
-    def _validation_ds(self, np_dtype, n_workers):
-        Xv, yv = self.validation_data
-        Xv = _inputs.check_x(Xv, "validation_data[0]")
-        yv = _inputs.check_y(yv, self._kind, "validation_data[1]")
-        _inputs.check_lengths(Xv, yv, "validation_data[0]",
-                              "validation_data[1]")
-        if _inputs.is_ds_tensor(Xv):
-            _inputs.check_finite_blocks(Xv, "validation_data[0]")
-        self._check_predict_shape(tuple(Xv.shape[1:]))
-        sizes = Xv.block_sizes if _inputs.is_ds_tensor(Xv) else None
-        xv = _inputs.as_ds_tensor(Xv, block_sizes=sizes, n_blocks=min(
-            n_workers, Xv.shape[0]), dtype=np_dtype)
-        return xv, self._as_target_ds(yv, xv.block_sizes, np_dtype)
-
-    def _split(self, x, y):
-        sizes = x.block_sizes
-        n_valid = [min(int(round(self.validation_fraction * n)), n - 1)
-                   if n > 1 else 0 for n in sizes]
-        if sum(n_valid) == 0:
-            raise InvalidParameterError(
-                f"validation_fraction={self.validation_fraction!r} leaves "
-                f"no validation sample with blocks of sizes {tuple(sizes)}."
-                f" Raise it, or pass validation_data.")
-        parts = [_block_tasks._split_block(xb, yb, nv, seed_for(
-            self._seed, 4, i)) for i, (xb, yb, nv) in enumerate(
-                zip(x._blocks, y._blocks, n_valid))]
-        DsTensor = _data().DsTensor
-        train_sizes = tuple(n - v for n, v in zip(sizes, n_valid))
-        keep = [i for i, v in enumerate(n_valid) if v > 0]
-
-        def build(ds, index, sizes_, which):
-            return DsTensor._from_blocks(
-                [parts[i][index] for i in which], tuple(sizes_),
-                ds.sample_shape, ds.dtype)
-
-        return (build(x, 0, train_sizes, range(len(parts))),
-                build(y, 1, train_sizes, range(len(parts))),
-                build(x, 2, [n_valid[i] for i in keep], keep),
-                build(y, 3, [n_valid[i] for i in keep], keep))
 
     # ---------------------------------------------------- fit: the model
     def _components(self, inferred=None):
@@ -387,7 +266,7 @@ class SyncEpochAveragingBase(BaseEstimator):
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        stopper = _Stopper(self.patience) if self.early_stopping else None
+        stopper = Stopper(self.patience) if self.early_stopping else None
         start = time.perf_counter()
         for i in range(n_epochs):
             epoch = self.n_epochs_
@@ -401,7 +280,8 @@ class SyncEpochAveragingBase(BaseEstimator):
             self.n_epochs_ += 1
             schedule.step(record)
             if self.verbose:
-                _print_record(record, self.n_epochs_ - i - 1 + n_epochs)
+                total = self.n_epochs_ - i - 1 + n_epochs
+                print(format_record(record, total), flush=True)
             if stopper is not None and merged is not None and \
                     stopper.update(record, merged):
                 break
@@ -461,127 +341,11 @@ class SyncEpochAveragingBase(BaseEstimator):
             self._kind, len(getattr(self, "classes_", ())) or None,
             data.y_ndim == 1, first_float_dtype(self.module_))
 
-    # ----------------------------------------------------------- predict
-    def _forward(self, X, what):
-        """``what`` of the fitted module on X: array in, array out;
-        DsTensor in, DsTensor out (computed by tasks)."""
-        check_is_fitted(self)
-        X = _inputs.check_x(X)
-        self._check_predict_shape(tuple(X.shape[1:]))
-        if _inputs.is_ds_tensor(X):
-            return self._forward_ds(X, what)
-        x = torch.from_numpy(np.ascontiguousarray(X))
-        raw = forward_batches(self.module_, x, self._predict_batch(),
-                              torch.device("cpu"), self._output)
-        return self._decode(raw, what)
-
-    def _decode(self, raw, what):
-        if what == "proba":
-            return torch.softmax(raw.to(torch.float64), dim=1).numpy()
-        if what == "labels":
-            return self.classes_[raw.argmax(dim=1).numpy()]
-        # Arrays out are float64, as scikit-learn's regressors return.
-        return raw.to(torch.float64).numpy()
-
-    def _forward_ds(self, X, what):
-        classes = None
-        if what == "labels":
-            classes = _labels.as_label_tensor(self.classes_)
-            if classes is None:
-                raise TypeError(
-                    f"predict on a DsTensor returns a DsTensor of labels, "
-                    f"which holds numbers only, but classes_ are "
-                    f"{self.classes_.dtype} values. Use predict_proba(X) "
-                    f"and classes_, or pass X as an array.")
-        sample_shape, dtype = self._output_spec(what, classes)
-        components = Components(self.module_, {}, None, {}, None, {})
-        blocks = [_block_tasks._predict_block(
-            components, None, b, self._output, what, self._predict_batch(),
-            str(self.device), classes) for b in X._blocks]
-        return _data().DsTensor._from_blocks(
-            blocks, tuple(X.block_sizes), sample_shape, dtype)
-
-    def _output_spec(self, what, classes):
-        """Sample shape and dtype of predictions, from a 1-sample forward."""
-        if what == "labels":
-            return (), classes.dtype
-        probe = torch.zeros((1,) + self._sample_shape,
-                            dtype=self._output.x_dtype)
-        raw = forward_batches(self.module_, probe, 1, torch.device("cpu"),
-                              self._output)
-        return tuple(raw.shape[1:]), (torch.float32 if what == "proba"
-                                      else raw.dtype)
-
-    def _submit_scores(self, components, state, x, y, classes, with_loss):
-        return [_block_tasks._score_block(
-            components, state, xb, yb, self._output, with_loss,
-            self._predict_batch(), str(self.device), classes)
-            for xb, yb in zip(x._blocks, y._blocks)]
-
-    def _predict_batch(self):
-        return max(self.batch_size, _PREDICT_BATCH)
-
-    def _score(self, X, y, sample_weight=None):
-        """Accuracy (classifier) or R² (regressor) of predictions on X."""
-        check_is_fitted(self)
-        X = _inputs.check_x(X)
-        y = _inputs.check_y(y, self._kind)
-        _inputs.check_lengths(X, y)
-        self._check_predict_shape(tuple(X.shape[1:]))
-        if not (_inputs.is_ds_tensor(X) or _inputs.is_ds_tensor(y)):
-            return self._score_arrays(X, y, sample_weight)
-        if sample_weight is not None:
-            raise TypeError("score() takes sample_weight with array input "
-                            "only; X or y is a DsTensor.")
-        sizes = X.block_sizes if _inputs.is_ds_tensor(X) else y.block_sizes
-        x = _inputs.as_ds_tensor(X, block_sizes=sizes)
-        classes = None
-        if self._kind == "classifier":
-            if _inputs.is_ds_tensor(y):
-                classes = self.classes_     # the tasks encode and check
-            else:
-                y = _labels.encode(y, self.classes_, "y")
-        y = _inputs.as_ds_tensor(y, block_sizes=sizes)
-        components = Components(self.module_, {}, None, {}, None, {})
-        stats = runtime.wait_on(self._submit_scores(
-            components, None, x, y, classes, with_loss=False))
-        return float(_metrics.score_of(self._kind,
-                                       _metrics.combine_all(stats)))
-
-    def _score_arrays(self, X, y, sample_weight):
-        raise NotImplementedError
-
-
-class _Stopper:
-    """Early stopping on the validation loss (else the training loss)."""
-
-    def __init__(self, patience):
-        self.patience = patience
-        self.best_loss = None
-        self.best = None
-        self.bad = 0
-
-    def update(self, record, merged):
-        loss = record["valid_loss"]
-        if loss is None:
-            loss = record["train_loss"]
-        if self.best_loss is None or loss < self.best_loss:
-            self.best_loss, self.best, self.bad = loss, merged, 0
-            return False
-        self.bad += 1
-        return self.bad >= self.patience
-
-
-def _print_record(record, total):
-    parts = [f"epoch {record['epoch']:>3}/{total}",
-             f"train_loss {record['train_loss']:.4f}"]
-    if record["valid_loss"] is not None:
-        parts.append(f"valid_loss {record['valid_loss']:.4f}")
-    if record["valid_score"] is not None:
-        parts.append(f"valid_score {record['valid_score']:.4f}")
-    parts.append(f"lr {record['lr']:.3g}")
-    parts.append(f"{record['dur_s']:.2f}s")
-    print("  ".join(parts), flush=True)
+    def _forget_fit(self):
+        """Undo a first fit that failed: no half-trained model is left."""
+        for name in ("module_", "history_", "n_epochs_", "classes_",
+                     "n_features_in_", "n_workers_", "optimizer_states_"):
+            self.__dict__.pop(name, None)
 
 
 def _materialize(module, sample_shape):

@@ -12,8 +12,8 @@ predicted exactly and 0.0 otherwise).
 import numpy as np
 import torch
 
-__all__ = ["block_stats", "combine", "combine_all", "accuracy", "r2", "mean_loss",
-           "score_of"]
+__all__ = ["block_stats", "combine", "combine_all", "accuracy", "r2",
+           "mean_loss", "score_of"]
 
 
 def block_stats(kind, output, y, loss_sum=None):

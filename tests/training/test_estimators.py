@@ -522,3 +522,12 @@ def test_early_stopping_without_validation_watches_the_training_loss():
                early_stopping=True, patience=1).fit(X, y)
     assert clf.n_epochs_ < 30
     assert all(h["valid_loss"] is None for h in clf.history_)
+
+
+def test_a_failed_first_fit_leaves_no_model():
+    X, y = _classification()
+    clf = _clf(module=_models.Broken)
+    with pytest.raises(ValueError, match="forward exploded"):
+        clf.fit(X, y)
+    with pytest.raises(NotFittedError):
+        clf.predict(X)

@@ -1,0 +1,118 @@
+"""Predictions and scores of a fitted estimator.
+
+On arrays they run in the calling process, on the CPU, batch by batch.
+On DsTensors they run as one task per block: ``predict`` and
+``predict_proba`` return DsTensors, ``score`` gathers counts and sums
+(never X, never predictions) and combines them on the master.
+"""
+
+import numpy as np
+import torch
+from sklearn.utils.validation import check_is_fitted
+
+from dislib_nn import runtime
+from dislib_nn.training import _block_tasks, _inputs, _labels, _metrics
+from dislib_nn.training._components import Components
+from dislib_nn.training._epoch import forward_batches
+
+__all__ = ["PredictMixin"]
+
+_PREDICT_BATCH = 1024
+
+
+class PredictMixin:
+    """``predict``, ``predict_proba`` and ``score`` for both estimators."""
+
+    def _forward(self, X, what):
+        """``what`` of the fitted module on X: array in, array out;
+        DsTensor in, DsTensor out (computed by tasks)."""
+        check_is_fitted(self)
+        X = _inputs.check_x(X)
+        self._check_predict_shape(tuple(X.shape[1:]))
+        if _inputs.is_ds_tensor(X):
+            return self._forward_ds(X, what)
+        x = torch.from_numpy(np.ascontiguousarray(X))
+        raw = forward_batches(self.module_, x, self._predict_batch(),
+                              torch.device("cpu"), self._output)
+        return self._decode(raw, what)
+
+    def _decode(self, raw, what):
+        if what == "proba":
+            return torch.softmax(raw.to(torch.float64), dim=1).numpy()
+        if what == "labels":
+            return self.classes_[raw.argmax(dim=1).numpy()]
+        # Arrays out are float64, as scikit-learn's regressors return.
+        return raw.to(torch.float64).numpy()
+
+    def _forward_ds(self, X, what):
+        classes = None
+        if what == "labels":
+            classes = _labels.as_label_tensor(self.classes_)
+            if classes is None:
+                raise TypeError(
+                    f"predict on a DsTensor returns a DsTensor of labels, "
+                    f"which holds numbers only, but classes_ are "
+                    f"{self.classes_.dtype} values. Use predict_proba(X) "
+                    f"and classes_, or pass X as an array.")
+        sample_shape, dtype = self._output_spec(what, classes)
+        components = Components(self.module_, {}, None, {}, None, {})
+        blocks = [_block_tasks._predict_block(
+            components, None, b, self._output, what, self._predict_batch(),
+            str(self.device), classes) for b in X._blocks]
+        return _data().DsTensor._from_blocks(
+            blocks, tuple(X.block_sizes), sample_shape, dtype)
+
+    def _output_spec(self, what, classes):
+        """Sample shape and dtype of predictions, from a 1-sample forward."""
+        if what == "labels":
+            return (), classes.dtype
+        probe = torch.zeros((1,) + self._sample_shape,
+                            dtype=self._output.x_dtype)
+        raw = forward_batches(self.module_, probe, 1, torch.device("cpu"),
+                              self._output)
+        return tuple(raw.shape[1:]), (torch.float32 if what == "proba"
+                                      else raw.dtype)
+
+    def _submit_scores(self, components, state, x, y, classes, with_loss):
+        return [_block_tasks._score_block(
+            components, state, xb, yb, self._output, with_loss,
+            self._predict_batch(), str(self.device), classes)
+            for xb, yb in zip(x._blocks, y._blocks)]
+
+    def _predict_batch(self):
+        return max(self.batch_size, _PREDICT_BATCH)
+
+    def _score(self, X, y, sample_weight=None):
+        """Accuracy (classifier) or R² (regressor) of predictions on X."""
+        check_is_fitted(self)
+        X = _inputs.check_x(X)
+        y = _inputs.check_y(y, self._kind)
+        _inputs.check_lengths(X, y)
+        self._check_predict_shape(tuple(X.shape[1:]))
+        if not (_inputs.is_ds_tensor(X) or _inputs.is_ds_tensor(y)):
+            return self._score_arrays(X, y, sample_weight)
+        if sample_weight is not None:
+            raise TypeError("score() takes sample_weight with array input "
+                            "only; X or y is a DsTensor.")
+        sizes = X.block_sizes if _inputs.is_ds_tensor(X) else y.block_sizes
+        x = _inputs.as_ds_tensor(X, block_sizes=sizes)
+        classes = None
+        if self._kind == "classifier":
+            if _inputs.is_ds_tensor(y):
+                classes = self.classes_     # the tasks encode and check
+            else:
+                y = _labels.encode(y, self.classes_, "y")
+        y = _inputs.as_ds_tensor(y, block_sizes=sizes)
+        components = Components(self.module_, {}, None, {}, None, {})
+        stats = runtime.wait_on(self._submit_scores(
+            components, None, x, y, classes, with_loss=False))
+        return float(_metrics.score_of(self._kind,
+                                       _metrics.combine_all(stats)))
+
+    def _score_arrays(self, X, y, sample_weight):
+        raise NotImplementedError
+
+
+def _data():
+    import dislib_nn.data as data
+    return data
