@@ -146,8 +146,7 @@ class SyncTrainer:
         cfg = self.config
         average_optims = cfg["optimizer_state"] == "average"
         merged, merged_optim = _tasks.submit_merge(
-            self.states, self.optims if average_optims
-            else [None] * self.n_workers, counts)
+            self.states, self.optims if average_optims else None, counts)
         if cfg["outer_lr"] != 1.0 or cfg["outer_momentum"] != 0.0:
             merged, self.velocity = _tasks._outer_step(
                 self.state, merged, self.velocity, cfg["outer_lr"],

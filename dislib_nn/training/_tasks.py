@@ -48,27 +48,28 @@ def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
                           y_blocks, settings)
 
 
-@task(returns=2, models=_COLLECTION, optims=_COLLECTION,
-      counts=_COLLECTION)
-def _merge_pair(models, optims, counts, root):
+@task(returns=1, models=_COLLECTION, counts=_COLLECTION)
+def _merge_pair(models, counts, root):
     """Combine two replicas or partial sums; divide only at the root.
 
     ``models`` holds two state dicts or :class:`WeightedSum`; ``counts``
     the sample count of each raw state dict (ignored for weighted sums).
-    ``optims`` likewise holds optimizer states, or Nones.
+    Collections hold no None: COMPSs serializes every element.
     """
-    total = None
-    for model, count in zip(models, counts):
-        part = model if isinstance(model, _merge.WeightedSum) \
-            else _merge.weighted(model, count)
-        total = part if total is None else _merge.combine(total, part)
-    optim_total = _merge_optims(optims, counts)
+    total = _sum_models(models, counts)
+    return _merge.mean(total) if root else total
+
+
+@task(returns=2, models=_COLLECTION, optims=_COLLECTION,
+      counts=_COLLECTION)
+def _merge_pair_with_optims(models, optims, counts, root):
+    """``_merge_pair`` that also merges the optimizer states alike."""
+    total = _sum_models(models, counts)
+    optim_total = _sum_optims(optims, counts)
     if not root:
         return total, optim_total
-    merged_optim = None
-    if optim_total is not None:
-        merged_optim = _merge.unflatten_optimizer_state(
-            _merge.mean(optim_total[0]), optim_total[1])
+    merged_optim = _merge.unflatten_optimizer_state(
+        _merge.mean(optim_total[0]), optim_total[1])
     return _merge.mean(total), merged_optim
 
 
@@ -79,9 +80,16 @@ def _outer_step(previous, averaged, velocity, lr, momentum, keys):
                              keys)
 
 
-def _merge_optims(optims, counts):
-    if all(o is None for o in optims):
-        return None
+def _sum_models(models, counts):
+    total = None
+    for model, count in zip(models, counts):
+        part = model if isinstance(model, _merge.WeightedSum) \
+            else _merge.weighted(model, count)
+        total = part if total is None else _merge.combine(total, part)
+    return total
+
+
+def _sum_optims(optims, counts):
     total, skeleton = None, None
     for optim, count in zip(optims, counts):
         if isinstance(optim, tuple):
@@ -115,19 +123,24 @@ def train_task_for(device):
 def submit_merge(models, optims, counts):
     """Submit the binary tree of merge tasks over the replicas.
 
-    Returns futures of the merged state dict and merged optimizer state
-    (None entries in ``optims`` give None). With one replica nothing is
-    submitted and its own state is returned. The tree has depth
-    ceil(log2(len(models))).
+    Returns futures of the merged state dict and of the merged optimizer
+    state, or None for it when ``optims`` is None. With one replica
+    nothing is submitted and its own state is returned. The tree has
+    depth ceil(log2(len(models))).
     """
     if len(models) == 1:
-        return models[0], optims[0]
-    leaves = [(m, o, c) for m, o, c in zip(models, optims, counts)]
+        return models[0], None if optims is None else optims[0]
+    with_optims = optims is not None
+    leaves = list(zip(models, optims if with_optims else models, counts))
 
     def pair(a, b, root):
-        model, optim = _merge_pair([a[0], b[0]], [a[1], b[1]],
-                                   [a[2], b[2]], root)
-        return model, optim, None
+        # Partial sums carry their own weights; 0 stands for "none".
+        if with_optims:
+            model, optim = _merge_pair_with_optims(
+                [a[0], b[0]], [a[1], b[1]], [a[2], b[2]], root)
+        else:
+            model = optim = _merge_pair([a[0], b[0]], [a[2], b[2]], root)
+        return model, optim, 0
 
     model, optim, _ = _merge.tree_reduce(leaves, pair)
-    return model, optim
+    return model, optim if with_optims else None

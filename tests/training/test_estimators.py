@@ -275,12 +275,14 @@ def test_master_fetches_no_weights_during_fit(monkeypatch):
 def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
     calls = []
 
-    def fake_merge(models, optims, counts, root):
+    def fake_merge(models, counts, root):
+        assert None not in models and None not in counts
         calls.append(root)
-        return ("merged", tuple(models)), None
+        return ("merged", tuple(models))
 
     monkeypatch.setattr(_tasks, "_merge_pair", fake_merge)
-    model, _ = _tasks.submit_merge(list("abcde"), [None] * 5, [1] * 5)
+    model, optim = _tasks.submit_merge(list("abcde"), None, [1] * 5)
+    assert optim is None
     assert len(calls) == 4 and calls.count(True) == 1
 
     def depth(node):
