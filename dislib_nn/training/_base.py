@@ -10,9 +10,9 @@ table, then climbs a ladder of small steps that subclasses may override:
     (:meth:`_fit_epochs`);
 ``_fit_epochs``
     the epoch loop: learning-rate schedule, history, early stopping;
-``_run_epoch``
+``_submit_epoch`` / ``_record_epoch``
     one epoch: submit it (:class:`~dislib_nn.training._sync.SyncTrainer`),
-    then wait for its scalars only.
+    then, once the next one is submitted, wait for its scalars only.
 
 Predictions and scores are in :mod:`._predict`.
 """
@@ -267,30 +267,34 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
         stopper = Stopper(self.patience) if self.early_stopping else None
-        start = time.perf_counter()
-        for i in range(n_epochs):
-            epoch = self.n_epochs_
-            merge = merges_after(epoch, self.sync_every, i == n_epochs - 1)
-            record, merged = self._run_epoch(
-                trainer, data, epoch, schedule.lr_at(epoch), merge,
-                prefetch=i < n_epochs - 1)
-            record["dur_s"] = time.perf_counter() - start
-            start = time.perf_counter()
-            self.history_.append(record)
-            self.n_epochs_ += 1
-            schedule.step(record)
-            if self.verbose:
-                total = self.n_epochs_ - i - 1 + n_epochs
-                print(format_record(record, total), flush=True)
-            if stopper is not None and merged is not None and \
-                    stopper.update(record, merged):
+        # Epoch e's scalars are waited for after epoch e + 1 is submitted,
+        # so workers never idle while the master reads them, unless the
+        # next epoch depends on them (early stopping, a plateau schedule).
+        lag = 0 if stopper is not None or schedule.needs_metric else 1
+        total = self.n_epochs_ + n_epochs
+        first = self.n_epochs_
+        in_flight = []
+        self._clock = time.perf_counter()
+        for epoch in range(first, total):
+            in_flight.append(self._submit_epoch(
+                trainer, data, epoch, schedule.lr_at(epoch),
+                merges_after(epoch, self.sync_every, epoch == total - 1)))
+            if epoch < total - 1:
+                trainer.prepare(epoch + 1)
+            stop = False
+            while len(in_flight) > (lag if epoch < total - 1 else 0):
+                record, merged = self._record_epoch(in_flight.pop(0),
+                                                    schedule, total)
+                stop = stopper is not None and merged is not None and \
+                    stopper.update(record, merged)
+            if stop:
                 break
         final = trainer.state if stopper is None or stopper.best is None \
             else stopper.best
         self._finish(final, trainer)
 
-    def _run_epoch(self, trainer, data, epoch, lr, merge, prefetch):
-        """Submit one epoch, then wait for its scalars (never weights)."""
+    def _submit_epoch(self, trainer, data, epoch, lr, merge):
+        """Submit one epoch (training, merge, validation); wait for none."""
         futures = trainer.run_epoch(epoch, lr, merge)
         valid = []
         if merge and data.x_valid is not None:
@@ -298,21 +302,34 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                 components=trainer.components, state=futures.merged,
                 x=data.x_valid, y=data.y_valid, classes=None,
                 with_loss=True)
-        if prefetch:
-            trainer.prepare(epoch + 1)
+        return {"epoch": epoch, "lr": lr, "merge": merge,
+                "futures": futures, "valid": valid}
+
+    def _record_epoch(self, submitted, schedule, total):
+        """Wait for an epoch's scalars (never weights); add its record."""
+        futures = submitted["futures"]
         scalars, valid_stats = runtime.wait_on(
-            futures.counts + futures.losses, valid)
+            futures.counts + futures.losses, submitted["valid"])
+        now = time.perf_counter()
         n_workers = len(futures.counts)
-        n = sum(scalars[:n_workers])
-        record = {"epoch": epoch + 1,
-                  "train_loss": float(sum(scalars[n_workers:]) / n),
+        record = {"epoch": submitted["epoch"] + 1,
+                  "train_loss": float(sum(scalars[n_workers:])
+                                      / sum(scalars[:n_workers])),
                   "valid_loss": None, "valid_score": None,
-                  "lr": float(lr), "merged": bool(merge)}
+                  "lr": float(submitted["lr"]),
+                  "merged": bool(submitted["merge"]),
+                  "dur_s": now - self._clock}
+        self._clock = now
         if valid_stats:
             stats = _metrics.combine_all(valid_stats)
             record["valid_loss"] = _metrics.mean_loss(stats)
             record["valid_score"] = float(_metrics.score_of(self._kind,
                                                             stats))
+        self.history_.append(record)
+        self.n_epochs_ += 1
+        schedule.observe(record)
+        if self.verbose:
+            print(format_record(record, total), flush=True)
         return record, futures.merged
 
     def _finish(self, final_state, trainer):

@@ -37,8 +37,9 @@ class LRSchedule:
     kwargs : dict
         The ``lr_schedule__*`` arguments.
     history : list of dict
-        Epochs already run (``warm_start``, ``partial_fit``): a scheduler
-        is replayed over them, so it resumes where it stopped.
+        Epochs already run (``warm_start``, ``partial_fit``): a
+        ``ReduceLROnPlateau`` is replayed over their losses, so it resumes
+        where it stopped (other schedulers depend on the epoch only).
     """
 
     def __init__(self, lr, schedule, kwargs, history=()):
@@ -47,6 +48,7 @@ class LRSchedule:
         self.kwargs = dict(kwargs)
         self._scheduler = None
         self._optimizer = None
+        self._steps = 0
         if is_scheduler_class(schedule):
             param = torch.zeros(1, requires_grad=True)
             self._optimizer = torch.optim.SGD([param], lr=lr)
@@ -57,7 +59,7 @@ class LRSchedule:
                     f"lr_schedule {schedule.__name__} could not be built "
                     f"with {self.kwargs!r}: {exc}") from exc
             for record in history:
-                self.step(record)
+                self.observe(record)
         elif self.kwargs:
             raise TypeError(
                 f"lr_schedule__ arguments ({', '.join(sorted(self.kwargs))})"
@@ -66,29 +68,37 @@ class LRSchedule:
 
     @property
     def needs_metric(self):
+        """Whether an epoch's rate depends on the losses of those before."""
         return isinstance(self._scheduler,
                           torch.optim.lr_scheduler.ReduceLROnPlateau)
 
     def lr_at(self, epoch):
-        """The learning rate of ``epoch`` (0-based, counted across fits)."""
+        """The learning rate of ``epoch`` (0-based, counted across fits).
+
+        With ``ReduceLROnPlateau`` it is the rate after the epochs
+        observed so far: observe epoch ``e - 1`` before asking for ``e``.
+        """
         if self.schedule is None:
             return float(self.lr)
         if self._scheduler is None:
-            factor = self.schedule(epoch)
-            return float(self.lr) * float(factor)
+            return float(self.lr) * float(self.schedule(epoch))
+        if not self.needs_metric:
+            if epoch < self._steps:
+                raise ValueError(f"learning rates are asked for in order; "
+                                 f"epoch {epoch} is past.")
+            while self._steps < epoch:
+                # No gradients: a no-op that keeps torch from warning
+                # about the scheduler stepping before the optimizer.
+                self._optimizer.step()
+                self._scheduler.step()
+                self._steps += 1
         return float(self._optimizer.param_groups[0]["lr"])
 
-    def step(self, record):
-        """Advance a scheduler past an epoch, given its history record."""
-        if self._scheduler is None:
+    def observe(self, record):
+        """Feed an epoch's history record to ``ReduceLROnPlateau``."""
+        if not self.needs_metric:
             return
-        if self.needs_metric:
-            metric = record.get("valid_loss")
-            if metric is None:
-                metric = record["train_loss"]
-            self._scheduler.step(metric)
-        else:
-            # No gradients: a no-op that keeps torch from warning about
-            # the scheduler stepping before the optimizer.
-            self._optimizer.step()
-            self._scheduler.step()
+        metric = record.get("valid_loss")
+        if metric is None:
+            metric = record["train_loss"]
+        self._scheduler.step(metric)

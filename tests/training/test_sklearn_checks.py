@@ -27,10 +27,10 @@ ESTIMATORS = [
         # check_fit2d_1sample asks for: that is PyTorch's rule, not ours.
         module=_models.Classifier, module__batch_norm=False,
         optimizer=torch.optim.Adam, lr=0.05,
-        n_epochs=15, batch_size=16, n_workers=2, random_state=0),
+        n_epochs=10, batch_size=16, n_workers=2, random_state=0),
     SyncEpochAveragingRegressor(
         module=_models.MLP, optimizer=torch.optim.Adam, lr=0.05,
-        n_epochs=15, batch_size=16, n_workers=2, random_state=0),
+        n_epochs=10, batch_size=16, n_workers=2, random_state=0),
 ]
 
 EXPECTED_FAILED = {}
