@@ -135,8 +135,10 @@ class SyncTrainer:
             counts.append(count)
             losses.append(loss)
         self._forget(epoch)
+        self._release(self.states + self.optims)
         self.states = states
         if cfg["optimizer_state"] == "reset":
+            self._release(optims)
             optims = [None] * self.n_workers
         self.optims = optims
         merged = self._merge(counts) if merge else None
@@ -145,17 +147,41 @@ class SyncTrainer:
     def _merge(self, counts):
         cfg = self.config
         average_optims = cfg["optimizer_state"] == "average"
+        replicas, replica_optims = self.states, self.optims
         merged, merged_optim = _tasks.submit_merge(
-            self.states, self.optims if average_optims else None, counts)
+            replicas, replica_optims if average_optims else None, counts)
         if cfg["outer_lr"] != 1.0 or cfg["outer_momentum"] != 0.0:
+            averaged, velocity = merged, self.velocity
             merged, self.velocity = _tasks._outer_step(
-                self.state, merged, self.velocity, cfg["outer_lr"],
+                self.state, averaged, velocity, cfg["outer_lr"],
                 cfg["outer_momentum"], cfg["param_keys"])
+            self._release([averaged, velocity])
         self.state = merged
         self.states = [merged] * self.n_workers
+        if self.n_workers > 1:
+            self._release(replicas)
         if average_optims:
             self.optims = [merged_optim] * self.n_workers
+            if self.n_workers > 1:
+                self._release(replica_optims)
         return merged
+
+    def _release(self, objs):
+        """Tell the runtime these futures will not be used again.
+
+        Under COMPSs every object version otherwise stays on the workers
+        until the application ends (epochs x replicas x model size). Only
+        replicas, optimizer states and momentum buffers already handed to
+        the tasks that consume them are released; global models never
+        (early stopping may come back to one), nor plain values.
+        """
+        seen = set()
+        for obj in objs:
+            if obj is None or obj is self.state or id(obj) in seen \
+                    or isinstance(obj, dict) or _is_value(obj):
+                continue
+            seen.add(id(obj))
+            delete_object(obj)
 
     def _forget(self, epoch):
         """Release an epoch's shuffled copy once its tasks are submitted."""
@@ -168,5 +194,5 @@ class SyncTrainer:
                     delete_object(block)
 
 
-def _is_value(block):
-    return hasattr(block, "shape")
+def _is_value(obj):
+    return hasattr(obj, "shape")

@@ -17,7 +17,8 @@ and sequential backends record the constraints and ignore them.
 
 import os
 
-from dislib_nn.runtime import COLLECTION_IN, Depth, Type, constraint, task
+from dislib_nn.runtime import (COLLECTION_IN, Depth, Type, constraint,
+                               delete_object, task)
 from dislib_nn.training import _merge
 from dislib_nn.training._epoch import run_train_task
 
@@ -131,16 +132,24 @@ def submit_merge(models, optims, counts):
     if len(models) == 1:
         return models[0], None if optims is None else optims[0]
     with_optims = optims is not None
-    leaves = list(zip(models, optims if with_optims else models, counts))
+    # (model, optimizer state, count, is a partial sum of this tree)
+    leaves = [(m, o, c, False) for m, o, c in
+              zip(models, optims if with_optims else models, counts)]
 
     def pair(a, b, root):
-        # Partial sums carry their own weights; 0 stands for "none".
         if with_optims:
             model, optim = _merge_pair_with_optims(
                 [a[0], b[0]], [a[1], b[1]], [a[2], b[2]], root)
         else:
             model = optim = _merge_pair([a[0], b[0]], [a[2], b[2]], root)
-        return model, optim, 0
+        for child in (a, b):
+            if child[3]:    # a partial sum is consumed here, and only here
+                delete_object(child[0])
+                if with_optims:
+                    delete_object(child[1])
+        # A partial sum carries its weights inside; its count, 0, is
+        # ignored (collections of COMPSs tasks hold no None).
+        return model, optim, 0, True
 
-    model, optim, _ = _merge.tree_reduce(leaves, pair)
+    model, optim, _, _ = _merge.tree_reduce(leaves, pair)
     return model, optim if with_optims else None

@@ -281,7 +281,12 @@ def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
         return ("merged", tuple(models))
 
     monkeypatch.setattr(_tasks, "_merge_pair", fake_merge)
+    deleted = []
+    monkeypatch.setattr(_tasks, "delete_object", deleted.append)
     model, optim = _tasks.submit_merge(list("abcde"), None, [1] * 5)
+    # The three partial sums are released once consumed; leaves are not
+    # the tree's to release.
+    assert len(deleted) == 3 and not set("abcde") & set(deleted)
     assert optim is None
     assert len(calls) == 4 and calls.count(True) == 1
 
@@ -533,3 +538,20 @@ def test_a_failed_first_fit_leaves_no_model():
         clf.fit(X, y)
     with pytest.raises(NotFittedError):
         clf.predict(X)
+
+
+@pytest.mark.parametrize("optimizer_state", ["keep", "reset", "average"])
+def test_every_option_at_once_releases_only_what_is_consumed(
+        optimizer_state):
+    # Futures released with delete_object cannot be passed to a task
+    # again (the runtime raises): a full run with every option on shows
+    # the trainer releases only futures nothing will read.
+    X, y = _classification(n=150)
+    clf = _clf(n_workers=3, n_epochs=7, sync_every=2, outer_lr=0.8,
+               outer_momentum=0.5, optimizer_state=optimizer_state,
+               early_stopping=True, patience=10, validation_fraction=0.2,
+               shuffle="global", warm_start=True)
+    clf.fit(X, y).fit(X, y)
+    clf.partial_fit(X, y)
+    assert clf.n_epochs_ == 15
+    assert clf.score(X, y) > 0.5
