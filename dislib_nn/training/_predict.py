@@ -51,9 +51,10 @@ class PredictMixin:
             if classes is None:
                 raise TypeError(
                     f"predict on a DsTensor returns a DsTensor of labels, "
-                    f"which holds numbers only, but classes_ are "
-                    f"{self.classes_.dtype} values. Use predict_proba(X) "
-                    f"and classes_, or pass X as an array.")
+                    f"which holds numbers only, but classes_ are not "
+                    f"numbers (dtype {self.classes_.dtype}). Use "
+                    f"predict_proba(X) and classes_, or pass X as an "
+                    f"array.")
         sample_shape, dtype = self._output_spec(what, classes)
         components = Components(self.module_, {}, None, {}, None, {})
         blocks = [_block_tasks._predict_block(

@@ -83,6 +83,9 @@ def test_string_labels_are_encoded_and_returned():
     assert proba.shape == (120, 3)
     np.testing.assert_allclose(proba.sum(1), 1, rtol=1e-6)
     assert clf.score(X, y) > 0.5
+    with pytest.raises(TypeError, match="classes_ are not numbers"):
+        clf.predict(dnn.from_array(X, n_blocks=2))
+    assert clf.predict_proba(dnn.from_array(X, n_blocks=2)).shape == (120, 3)
 
 
 def test_torch_tensors_are_accepted():
