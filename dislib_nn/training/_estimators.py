@@ -101,8 +101,8 @@ _PARAMETERS = """
         Replicas trained in the last fit.
     optimizer_states_ : list of dict or None
         Optimizer state per worker after the last epoch (one, averaged,
-        with ``optimizer_state="average"``), so that ``partial_fit`` and
-        ``warm_start`` continue it.
+        with ``optimizer_state="average"``; None with ``"reset"``), so that
+        ``partial_fit`` and ``warm_start`` continue it exactly.
 """
 
 
