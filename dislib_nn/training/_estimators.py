@@ -123,17 +123,15 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
     >>> import torch
     >>> from sklearn.datasets import load_iris
     >>> from dislib_nn import SyncEpochAveragingClassifier
-    >>> class Net(torch.nn.Module):
-    ...     def __init__(self, n_features_in, n_classes):
-    ...         super().__init__()
-    ...         self.fc = torch.nn.Linear(n_features_in, n_classes)
-    ...     def forward(self, x):
-    ...         return self.fc(x)
     >>> X, y = load_iris(return_X_y=True)
-    >>> clf = SyncEpochAveragingClassifier(module=Net, lr=0.1, n_epochs=3,
-    ...                                    random_state=0)
+    >>> clf = SyncEpochAveragingClassifier(
+    ...     module=torch.nn.Linear, module__in_features=4,
+    ...     module__out_features=3, lr=0.1, n_epochs=3, random_state=0)
     >>> clf.fit(X, y).predict(X[:2]).shape
     (2,)
+
+    A module of your own must be defined at module level of an importable
+    file (the workers import it), as in ``python -m dislib_nn.demo``.
     """
 
     _kind = "classifier"
@@ -211,15 +209,10 @@ class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
     >>> import torch
     >>> from sklearn.datasets import load_diabetes
     >>> from dislib_nn import SyncEpochAveragingRegressor
-    >>> class Net(torch.nn.Module):
-    ...     def __init__(self, n_features_in, n_outputs):
-    ...         super().__init__()
-    ...         self.fc = torch.nn.Linear(n_features_in, n_outputs)
-    ...     def forward(self, x):
-    ...         return self.fc(x)
     >>> X, y = load_diabetes(return_X_y=True)
-    >>> reg = SyncEpochAveragingRegressor(module=Net, n_epochs=2,
-    ...                                   random_state=0)
+    >>> reg = SyncEpochAveragingRegressor(
+    ...     module=torch.nn.Linear, module__in_features=10,
+    ...     module__out_features=1, n_epochs=2, random_state=0)
     >>> reg.fit(X, y / 100).predict(X[:2]).shape
     (2,)
     """
