@@ -15,7 +15,6 @@ __all__ = ["EpochSettings", "resolve_device", "size_threads",
            "run_train_task", "train_one_epoch", "forward_batches",
            "OutputAdapter", "to_cpu"]
 
-_CLASS_LOSSES = (torch.nn.CrossEntropyLoss, torch.nn.NLLLoss)
 _ELEMENTWISE_LOSSES = (torch.nn.MSELoss, torch.nn.L1Loss,
                        torch.nn.SmoothL1Loss, torch.nn.HuberLoss)
 
@@ -80,16 +79,16 @@ class OutputAdapter:
                 f"the module's forward must return a tensor. It returned "
                 f"a {type(output).__name__}.")
         if self.kind == "classifier":
-            if isinstance(criterion, _CLASS_LOSSES) or criterion is None:
-                if output.ndim != 2 or output.shape[1] != self.n_classes:
-                    raise ValueError(
-                        f"the module's output has shape "
-                        f"{tuple(output.shape)}, but a classifier needs one "
-                        f"column per class: shape ({output.shape[0]}, "
-                        f"{self.n_classes}) for the {self.n_classes} "
-                        f"classes of y. Give the module {self.n_classes} "
-                        f"outputs (a module class whose __init__ takes "
-                        f"n_classes gets it filled in by fit).")
+            # predict and predict_proba read one score per class, whatever
+            # the loss: check it at the first batch, not after training.
+            if output.ndim != 2 or output.shape[1] != self.n_classes:
+                raise ValueError(
+                    f"the module's output has shape {tuple(output.shape)}, "
+                    f"but a classifier needs one column per class: shape "
+                    f"({output.shape[0]}, {self.n_classes}) for the "
+                    f"{self.n_classes} classes of y. Give the module "
+                    f"{self.n_classes} outputs (a module class whose "
+                    f"__init__ takes n_classes gets it filled in by fit).")
             return output
         if self.flat_target and output.ndim == 2 and output.shape[1] == 1:
             output = output[:, 0]
