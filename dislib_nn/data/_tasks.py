@@ -86,7 +86,7 @@ def _meta(block):
 
 @task(returns=1, pieces={Type: COLLECTION_IN, Depth: 1})
 def _assemble(pieces, ranges):
-    """Concatenate ``pieces[k][start:stop]`` for ``(start, stop)`` in ranges."""
+    """Concatenate ``pieces[k][start:stop]`` for each ``(start, stop)``."""
     rows = sum(stop - start for start, stop in ranges)
     first = pieces[0]
     out = shared_empty((rows,) + tuple(first.shape[1:]), first.dtype)
@@ -158,7 +158,7 @@ def _split_index(labels, counts, seed, index):
 @task(returns=0, index={Type: COLLECTION_IN, Depth: 1},
       pieces={Type: COLLECTION_OUT, Depth: 1})
 def _split(block, index, pieces):
-    """Cut one block into ``pieces[j] = block[index[j]]`` (two-pass shuffle)."""
+    """Cut a block into ``pieces[j] = block[index[j]]`` (two-pass shuffle)."""
     for j, rows in enumerate(index):
         piece = shared_empty((len(rows),) + tuple(block.shape[1:]),
                              block.dtype)
@@ -182,7 +182,7 @@ def _merge(pieces, seed):
       index={Type: COLLECTION_IN, Depth: 2},
       out={Type: COLLECTION_OUT, Depth: 1})
 def _shuffle_gather(blocks, index, seeds, out):
-    """``out[k]`` is what ``_merge`` makes of pieces ``blocks[i][index[k][i]]``.
+    """``out[k]``: what ``_merge`` makes of ``blocks[i][index[k][i]]``.
 
     One pass instead of two, for several output blocks at once: used where
     every block is in this machine's memory already, so that reading rows

@@ -1,4 +1,4 @@
-"""DsTensor: an N-d tensor split along its first axis into task-owned blocks."""
+"""DsTensor: an N-d tensor held as blocks of rows that tasks own."""
 
 import numbers
 
@@ -51,7 +51,7 @@ class DsTensor:
             raise ShapeError(
                 f"DsTensor got {len(blocks)} blocks but {len(sizes)} block "
                 f"sizes {v.short_sizes(sizes)}.")
-        v._explicit_sizes(sum(sizes), sizes, "DsTensor")
+        v.explicit_sizes(sum(sizes), sizes, "DsTensor")
         self._blocks = blocks
         self._block_sizes = tuple(int(s) for s in sizes)
         self._sample_shape = v.sample_shape(sample_shape, "sample_shape",

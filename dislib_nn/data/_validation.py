@@ -47,7 +47,7 @@ def block_sizes(n_rows, block_size, n_blocks, caller, default_n_blocks):
             f"{caller} takes block_size or n_blocks, not both. Got "
             f"block_size={block_size!r} and n_blocks={n_blocks!r}.")
     if isinstance(block_size, (tuple, list)):
-        return _explicit_sizes(n_rows, block_size, caller)
+        return explicit_sizes(n_rows, block_size, caller)
     if block_size is not None:
         size = check_int(block_size, "block_size", caller, 1, n_rows,
                          " (the number of rows)")
@@ -67,7 +67,7 @@ def balanced(n_rows, n_blocks):
     return (base + 1,) * extra + (base,) * (n_blocks - extra)
 
 
-def _explicit_sizes(n_rows, sizes, caller):
+def explicit_sizes(n_rows, sizes, caller):
     sizes = tuple(sizes)
     for size in sizes:
         if (isinstance(size, (bool, np.bool_))
