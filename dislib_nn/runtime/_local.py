@@ -57,8 +57,11 @@ class LocalExecutor:
         _raise_fd_limit()
         self._context = multiprocessing.get_context(self.start_method)
         if self.start_method == "forkserver":
+            # Imported once in the fork server instead of in every
+            # worker: torch, and what torch imports on the first
+            # optimizer step (about 1.5 s here).
             self._context.set_forkserver_preload(
-                ["dislib_nn.runtime._worker", "torch"])
+                ["dislib_nn.runtime._worker", "torch", "torch._dynamo"])
         self._wake_r, self._wake_w = socket.socketpair()
         for i in range(self.n_workers):
             self._spawn(i)
