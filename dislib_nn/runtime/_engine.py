@@ -466,7 +466,12 @@ class _Plan:
                     self.effects.append(("element", items, i, fut))
             return out
 
-        return placeholders(value, depth, ())
+        result = placeholders(value, depth, ())
+        # The recursive closure and its cell form a reference cycle that
+        # would keep this plan, and so the futures and payloads (shared
+        # memory) of its outputs, alive until the cyclic GC ran.
+        del placeholders
+        return result
 
     def commit(self, header, args_payload):
         node = self.node

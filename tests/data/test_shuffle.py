@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import dislib_nn as dnn
+from dislib_nn import runtime
 from dislib_nn.data import _shuffle
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 
@@ -297,3 +298,19 @@ def test_partition_label_errors(backend):
                        "have the same number of rows. Got 103 rows in x and "
                        "3 in y"):
         dnn.partition(x, y[:3], 2)
+
+
+def test_shuffled_blocks_are_released_when_dropped(backend):
+    """No reference cycle keeps output blocks (shared memory) alive."""
+    import gc
+    import weakref
+    x, y = _xy()
+    gc.disable()
+    try:
+        x2, y2 = dnn.shuffle(x, y, random_state=0)
+        runtime.barrier()
+        refs = [weakref.ref(b) for b in x2._blocks + y2._blocks]
+        del x2, y2
+        assert all(r() is None for r in refs)
+    finally:
+        gc.enable()
