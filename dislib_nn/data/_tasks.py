@@ -109,7 +109,8 @@ def _take(block, index):
 def _gather(blocks, source, local, sample_shape, dtype):
     """Row ``r`` of the result is ``blocks[source[r]][local[r]]``."""
     out = shared_empty((len(source),) + tuple(sample_shape), dtype)
-    _gather_into(out, blocks, source, local)
+    positions = _group(source, len(blocks))
+    _scatter(out, blocks, positions, [local[p] for p in positions])
     return out
 
 
@@ -169,12 +170,11 @@ def _split(block, index, pieces):
 @task(returns=1, pieces={Type: COLLECTION_IN, Depth: 1})
 def _merge(pieces, seed):
     """Concatenate the pieces of one output block, in a random order."""
-    sizes = [len(p) for p in pieces]
-    perm = _row_order(sum(sizes), seed)
+    positions, picks = _placement([len(p) for p in pieces], seed)
     first = pieces[0]
-    out = shared_empty((len(perm),) + tuple(first.shape[1:]), first.dtype)
-    source, local = _locate(perm, sizes)
-    _gather_into(out, pieces, source, local)
+    out = shared_empty((sum(len(p) for p in pieces),)
+                       + tuple(first.shape[1:]), first.dtype)
+    _scatter(out, pieces, positions, picks)
     return out
 
 
@@ -193,15 +193,11 @@ def _shuffle_gather(blocks, index, seeds, out):
     for i, block in enumerate(blocks):
         _prefault(block, sum(len(rows[i]) for rows in index))
     for k, (rows, seed) in enumerate(zip(index, seeds)):
-        sizes = [len(ix) for ix in rows]
-        perm = _row_order(sum(sizes), seed)
-        block = shared_empty((len(perm),) + tuple(first.shape[1:]),
-                             first.dtype)
-        source, local = _locate(perm, sizes)
-        for i, ix in enumerate(rows):
-            mask = source == i
-            local[mask] = ix[local[mask]]
-        _gather_into(block, blocks, source, local)
+        positions, picks = _placement([len(ix) for ix in rows], seed)
+        block = shared_empty((sum(len(ix) for ix in rows),)
+                             + tuple(first.shape[1:]), first.dtype)
+        _scatter(block, blocks, positions,
+                 [ix[pick] for ix, pick in zip(rows, picks)])
         out[k] = block
 
 
@@ -248,37 +244,47 @@ def _from_grid_row(columns, dtype):
 
 
 # -------------------------------------------------------------- helpers
-def _row_order(rows, seed):
-    return np.random.default_rng(seed).permutation(rows)
+def _placement(sizes, seed):
+    """A uniformly random order of the rows of pieces of ``sizes`` rows.
+
+    Returns ``positions`` and ``picks``: output row ``positions[i][k]``
+    receives row ``picks[i][k]`` of piece ``i``. Which output rows each
+    piece fills is a random arrangement of the pieces' labels; the
+    piece's rows are dealt to them in a random order.
+    """
+    rng = np.random.default_rng(seed)
+    label = np.int16 if len(sizes) < 2 ** 15 else np.int32
+    source = np.repeat(np.arange(len(sizes), dtype=label), sizes)
+    rng.shuffle(source)
+    positions = _group(source, len(sizes))
+    return positions, [rng.permutation(n) for n in sizes]
 
 
-def _locate(rows, sizes):
-    """For concatenated row numbers, the piece and the row inside it."""
-    bounds = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=bounds[1:])
-    source = np.searchsorted(bounds, rows, side="right") - 1
-    return source, rows - bounds[source]
+def _group(source, n_groups):
+    """The (increasing) rows ``r`` with ``source[r] == i``, for each i."""
+    order = np.argsort(source, kind="stable")
+    bounds = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(source, minlength=n_groups), out=bounds[1:])
+    return [order[bounds[i]:bounds[i + 1]] for i in range(n_groups)]
 
 
-def _gather_into(out, blocks, source, local):
-    """``out[r] = blocks[source[r]][local[r]]`` for every row ``r``.
+def _scatter(out, blocks, positions, rows):
+    """``out[positions[i]] = blocks[i][rows[i]]`` for every block ``i``.
 
-    Rows are copied block by block, in chunks of about 1 MiB: the
-    temporaries stay in cache and never become large allocations (which
-    numpy backs with transparent huge pages, whose compaction can stall
-    for seconds on a machine whose memory is fragmented by shared
+    Rows are copied in chunks of about 1 MiB, in increasing output order:
+    the temporaries stay in cache and never become large allocations
+    (which numpy backs with transparent huge pages, whose compaction can
+    stall for seconds on a machine whose memory is fragmented by shared
     memory).
     """
     target = _as_numpy(out)
-    order = np.argsort(source, kind="stable")
-    bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(source, minlength=len(blocks)), out=bounds[1:])
     chunk = max(1, _CHUNK_BYTES // max(1, target[:1].nbytes))
-    for i, block in enumerate(blocks):
+    for block, where, which in zip(blocks, positions, rows):
         array = _as_numpy(block)
-        for start in range(bounds[i], bounds[i + 1], chunk):
-            rows = order[start:min(start + chunk, bounds[i + 1])]
-            target[rows] = np.take(array, local[rows], axis=0)
+        for start in range(0, len(where), chunk):
+            stop = start + chunk
+            target[where[start:stop]] = np.take(
+                array, which[start:stop], axis=0, mode="clip")
 
 
 _CHUNK_BYTES = 1 << 20
@@ -317,7 +323,10 @@ _libc = _load_libc()
 
 
 def _take_into(out, block, index):
-    np.take(_as_numpy(block), index, axis=0, out=_as_numpy(out))
+    # Indices are ours and in range: mode="clip" skips numpy's bounds
+    # check, which also makes it write through a buffer and copy twice.
+    np.take(_as_numpy(block), index, axis=0, out=_as_numpy(out),
+            mode="clip")
 
 
 def _as_numpy(tensor):
