@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 
-from dislib_nn.exceptions import WorkerDiedError
+from dislib_nn.exceptions import BackendError, WorkerDiedError
 from dislib_nn.runtime import _channel, _worker
 
 
@@ -51,6 +51,7 @@ class LocalExecutor:
         self._receiver = None
         self._wake_r, self._wake_w = None, None
         self._stopping = False
+        self._failure = None
 
     # ----------------------------------------------------------- workers
     def _start(self):
@@ -87,6 +88,9 @@ class LocalExecutor:
     # ---------------------------------------------------------- dispatch
     def dispatch(self, node):
         """Queue a ready node (the engine lock is held)."""
+        if self._failure is not None:
+            self.engine.fail(node, self._failure)
+            return
         if self._receiver is None:
             self._start()
         self._ready.append(node)
@@ -113,12 +117,18 @@ class LocalExecutor:
             raise
 
     def _broken(self, exc):
-        # A bug in the master's bookkeeping: fail every running task
-        # rather than leave wait_on() hanging.
+        # A bug in the master's bookkeeping: fail every running task, and
+        # every later one, rather than leave wait_on() hanging.
         with self.engine.lock:
+            self._failure = BackendError(
+                f"the local worker pool stopped after an internal error "
+                f"({type(exc).__name__}: {exc}); start a new one with "
+                f"set_backend().")
             nodes = [w.node for w in self._workers if w.node is not None]
             nodes += list(self._ready)
             self._ready.clear()
+            for worker in self._workers:
+                worker.node = None
             for node in nodes:
                 self.engine.fail(node, exc)
 
@@ -150,10 +160,12 @@ class LocalExecutor:
             self._died(worker)
             return
         with self.engine.lock:
-            node, worker.node = worker.node, None
+            if worker.node is not None:
+                # The node stays on the worker until it is recorded, so
+                # that a failure here still fails it (see _broken).
+                self.engine.complete(worker.node, result)
+            worker.node = None
             self._idle.append(worker)
-            if node is not None:
-                self.engine.complete(node, result)
             self._pump()
 
     def _died(self, worker):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dislib_nn.exceptions import WorkerDiedError
+from dislib_nn.exceptions import BackendError, WorkerDiedError
 from dislib_nn.runtime import wait_on
 from tests.runtime import tasks
 
@@ -48,3 +48,28 @@ def test_killed_worker_is_an_error_naming_the_task(local):
 def test_dependent_of_a_dead_worker_task_fails(local):
     with pytest.raises(WorkerDiedError, match="died"):
         wait_on(tasks.add(tasks.die(), 1))
+
+
+# The receiver thread re-raises after failing the tasks, so that a real
+# bug shows its traceback; here that traceback is expected.
+@pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_internal_error_in_the_master_fails_tasks_instead_of_hanging(
+        monkeypatch):
+    # A pool of its own, so that breaking it leaves the others intact.
+    from dislib_nn import runtime
+    runtime.set_backend("local", n_workers=1, threads_per_worker=1)
+    try:
+        engine = runtime._current_engine()
+        wait_on(tasks.add(1, 1))                  # the pool is running
+
+        def broken(node, result):
+            raise RuntimeError("bookkeeping bug")
+        monkeypatch.setattr(engine, "complete", broken)
+        with pytest.raises(RuntimeError, match="bookkeeping bug"):
+            wait_on(tasks.add(1, 2))
+        with pytest.raises(BackendError, match="pool stopped after an "
+                                               "internal error"):
+            wait_on(tasks.add(1, 3))
+    finally:
+        runtime.set_backend("local", n_workers=2, threads_per_worker=1)
