@@ -8,6 +8,7 @@ they are given.
 """
 
 import ctypes
+import functools
 import sys
 
 import numpy as np
@@ -298,18 +299,20 @@ def _prefault(block, rows_read):
     all at once (``MADV_POPULATE_READ``, Linux >= 5.14) is several times
     cheaper when most pages are read anyway. A failure changes nothing.
     """
-    if _libc is None or block.shape[0] == 0:
+    libc = _libc()
+    if libc is None or block.shape[0] == 0:
         return
     rows_per_page = max(1.0, 4096 / max(1, block[:1].nbytes))
     touched = 1 - (1 - rows_read / block.shape[0]) ** rows_per_page
     if touched < 0.25:
         return
     storage = block.untyped_storage()
-    _libc.madvise(ctypes.c_void_p(storage.data_ptr()),
-                  ctypes.c_size_t(storage.nbytes()), _MADV_POPULATE_READ)
+    libc.madvise(ctypes.c_void_p(storage.data_ptr()),
+                 ctypes.c_size_t(storage.nbytes()), _MADV_POPULATE_READ)
 
 
-def _load_libc():
+@functools.lru_cache(maxsize=1)
+def _libc():
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -319,7 +322,6 @@ def _load_libc():
 
 
 _MADV_POPULATE_READ = 22
-_libc = _load_libc()
 
 
 def _take_into(out, block, index):
