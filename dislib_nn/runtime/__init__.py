@@ -30,7 +30,7 @@ import os
 import threading
 
 from dislib_nn.exceptions import BackendError
-from dislib_nn.runtime import _compss_detect, _params
+from dislib_nn.runtime import _compss_detect
 
 __all__ = [
     "task", "constraint", "wait_on", "barrier", "delete_object",
@@ -85,6 +85,7 @@ else:
     from dislib_nn.runtime._task import constraint  # noqa: F401
 
 from dislib_nn.runtime import _engine as _engine_mod  # noqa: E402
+from dislib_nn.runtime._future import Future as _Future  # noqa: E402
 from dislib_nn.runtime._serialize import shared_empty  # noqa: E402,F401
 
 _lock = threading.Lock()
@@ -157,7 +158,7 @@ if _BACKEND != "compss":
 
 
 def _wait(obj):
-    if isinstance(obj, _engine_mod.Future):
+    if isinstance(obj, _Future):
         return obj._engine.wait(obj)
     if _engine is not None and _engine.tracks(obj):
         return _engine.wait(obj)

@@ -1,0 +1,230 @@
+"""The bookkeeping of one task call: what it reads, writes and returns.
+
+A :class:`_Plan` turns a call's bound arguments into dependencies (slots
+for futures, commutative groups, ``COLLECTION_OUT`` placeholders) without
+changing any shared state; :meth:`_Plan.commit` applies its effects once
+the arguments have been pickled, so a call that fails leaves nothing
+behind.
+"""
+
+from dislib_nn.exceptions import TaskArgumentError
+from dislib_nn.runtime import _serialize
+from dislib_nn.runtime._execute import UNSET
+from dislib_nn.runtime._future import Future, _Slot
+from dislib_nn.runtime._params import (COLLECTION_IN, COLLECTION_OUT,
+                                       COMMUTATIVE, IN, INOUT)
+
+class _Version:
+    """The latest version of an object passed INOUT or COMMUTATIVE."""
+
+    __slots__ = ("obj", "latest")
+
+    def __init__(self, obj, latest):
+        self.obj = obj          # kept alive so that its id stays unique
+        self.latest = latest    # a Future or an open _Group
+
+
+class _Group:
+    """Consecutive COMMUTATIVE tasks on one object."""
+
+    def __init__(self, engine, name, base):
+        self.result = Future(engine, name)
+        self.base = base            # Future of the version before, or None
+        self.current = None         # payload of the latest value
+        self.failure = None
+        self.busy = False
+        self.members = 0
+        self.finished = 0
+        self.closed = False
+        self.queue = []
+
+
+class _Node:
+    __slots__ = ("name", "header", "args", "deps", "waits", "targets",
+                 "groups", "pending")
+
+    def __init__(self, name):
+        self.name = name
+        self.header = None
+        self.args = None
+        self.deps = []       # slot index -> Future or _Group
+        self.waits = []      # every Future this node waits for
+        self.targets = []    # output index -> Future or _Group
+        self.groups = []
+        self.pending = 0
+
+
+class _Plan:
+    """The effects of one task call, applied only once nothing can fail."""
+
+    def __init__(self, engine, spec):
+        self.engine = engine
+        self.spec = spec
+        self.slots = {}
+        self.node = _Node(spec.name)
+        self.outputs = []
+        self.effects = []
+        self.returned = None
+
+    def _dep(self, fut):
+        if id(fut) not in self.slots:
+            if fut._deleted:
+                raise TaskArgumentError(
+                    f"task {self.spec.name}() got {fut!r}, which was "
+                    f"deleted with delete_object().")
+            self.slots[id(fut)] = len(self.node.deps)
+            self.node.deps.append(fut)
+            self.node.waits.append(fut)
+        return fut
+
+    def _read(self, value):
+        fut = self.engine.latest(value)
+        return value if fut is None else self._dep(fut)
+
+    def argument(self, name, value):
+        direction, depth = self.spec.direction(name)
+        if direction is IN:
+            return self._read(value)
+        if direction is COLLECTION_IN:
+            return self._collection(name, value, depth, self._read)
+        if direction is INOUT:
+            current = self._read(value)
+            fut = Future(self.engine, self.spec.name)
+            self.outputs.append(("param", name, ()))
+            self.node.targets.append(fut)
+            self.effects.append(("version", value, fut))
+            return current
+        if direction is COMMUTATIVE:
+            return self._commutative(name, value)
+        if direction is COLLECTION_OUT:
+            return self._collection_out(name, value, depth)
+        raise TaskArgumentError(
+            f"task {self.spec.name}(): direction {direction!r} of "
+            f"'{name}' is not supported by the {self.engine.name} backend.")
+
+    def _collection(self, name, value, depth, leaf):
+        if not isinstance(value, (list, tuple)):
+            raise TaskArgumentError(
+                f"task {self.spec.name}(): '{name}' is declared a "
+                f"collection and must be a list. Got "
+                f"{type(value).__name__} instead.")
+        items = [self._collection(name, v, depth - 1, leaf)
+                 if depth > 1 and isinstance(v, (list, tuple)) else leaf(v)
+                 for v in value]
+        return type(value)(items)
+
+    def _commutative(self, name, value):
+        record = self.engine._versions.get(id(value))
+        open_group = (record is not None and record.obj is value
+                      and isinstance(record.latest, _Group))
+        if open_group:
+            group, new = record.latest, False
+        else:
+            base = self.engine.latest(value)
+            group, new = _Group(self.engine, self.spec.name, base), True
+            if base is None:
+                group.current = _dump_one(self.spec, name, value)
+        if group.base is not None:
+            # Every member waits for the version the group starts from.
+            self.node.waits.append(group.base)
+        slot = _Slot()
+        self.slots[id(slot)] = len(self.node.deps)
+        self.node.deps.append(group)
+        self.node.groups.append(group)
+        self.node.targets.append(group)
+        self.outputs.append(("param", name, ()))
+        self.effects.append(("group", value, group, new, slot))
+        return slot
+
+    def _collection_out(self, name, value, depth):
+        if not isinstance(value, list):
+            raise TaskArgumentError(
+                f"task {self.spec.name}(): COLLECTION_OUT '{name}' must be "
+                f"a list, pre-filled to its final length. Got "
+                f"{type(value).__name__} instead.")
+
+        return self._placeholders(name, value, depth, ())
+
+    def _placeholders(self, name, items, level, path):
+        # A method, not a recursive closure: a closure's cell would form
+        # a cycle keeping this plan, and so its outputs' futures and
+        # shared memory, alive until the cyclic GC ran.
+        out = []
+        for i, item in enumerate(items):
+            if level > 1 and isinstance(item, list):
+                out.append(self._placeholders(name, item, level - 1,
+                                              path + (i,)))
+            else:
+                out.append(UNSET)
+                fut = Future(self.engine, self.spec.name)
+                self.outputs.append(("element", name, path + (i,)))
+                self.node.targets.append(fut)
+                self.effects.append(("element", items, i, fut))
+        return out
+
+    def commit(self, header, args_payload):
+        node = self.node
+        node.header, node.args = header, args_payload
+        returns = self.spec.returns
+        results = [Future(self.engine, self.spec.name)
+                   for _ in range(returns)]
+        node.targets[:0] = results
+        self.returned = (None if returns == 0 else results[0]
+                         if returns == 1 else results)
+        for dep in node.deps:
+            if isinstance(dep, Future):
+                dep._consumers += 1
+        versions = self.engine._versions
+        for effect in self.effects:
+            if effect[0] == "version":
+                versions[id(effect[1])] = _Version(effect[1], effect[2])
+            elif effect[0] == "group":
+                _, value, group, new, _slot = effect
+                group.members += 1
+                if new:
+                    versions[id(value)] = _Version(value, group)
+            else:
+                _, items, i, fut = effect
+                items[i] = fut
+        return node
+
+
+def _dump_arguments(spec, arguments, slots):
+    try:
+        return _serialize.dumps(arguments, slots)
+    except BaseException:  # noqa: B902 - find and name the culprit
+        for name, value in arguments.items():
+            _dump_one(spec, name, value, slots)
+        raise
+
+
+def _dump_one(spec, name, value, slots=None):
+    try:
+        return _serialize.dumps(value, slots)
+    except _serialize.HiddenFuture as exc:
+        raise TaskArgumentError(
+            f"argument '{name}' of task {spec.name}() holds "
+            f"{exc.future!r} inside a container that is not a declared "
+            f"collection. COMPSs would pass a placeholder, not the value: "
+            f"declare it, e.g. @task({name}={{Type: COLLECTION_IN, Depth: "
+            f"1}}), or call wait_on() first.") from None
+    except Exception as exc:  # noqa: BLE001 - pickling can raise anything
+        hint = _pickling_hint(value)
+        raise TaskArgumentError(
+            f"argument '{name}' of task {spec.name}() cannot be sent to a "
+            f"worker: {exc}. {hint}") from exc
+
+
+def _pickling_hint(value):
+    qualname = getattr(value, "__qualname__", "")
+    if "<lambda>" in qualname:
+        return ("It is a lambda: COMPSs pickles task arguments with plain "
+                "pickle, which cannot carry lambdas. Pass a function "
+                "defined at module level (functools.partial of one works).")
+    if "<locals>" in qualname:
+        return ("It is defined inside a function (a closure): COMPSs "
+                "pickles task arguments with plain pickle, which carries "
+                "only module-level functions and classes. Move it to "
+                "module level.")
+    return ("Task arguments are pickled, as under COMPSs: every object "
+            "in them must be picklable.")
