@@ -178,7 +178,10 @@ class LocalExecutor:
             if worker in self._idle:
                 self._idle.remove(worker)
             node, worker.node = worker.node, None
-            self._spawn(worker.index)
+            try:
+                self._spawn(worker.index)
+            except Exception as exc:  # noqa: BLE001 - e.g. fork server gone
+                self._broken(exc)
             if node is not None:
                 self.engine.fail(node, WorkerDiedError(
                     f"the worker process running task {node.name}() died "
