@@ -80,16 +80,23 @@ def run(payloads):
         deps = [_serialize.loads(p) for p in dep_payloads]
         arguments = _serialize.loads(args_payload, deps)
         bound = inspect.BoundArguments(inspect.signature(fn), arguments)
-        threads = header.get("threads")
-        if threads and torch.get_num_threads() != threads:
+        threads = header.get("threads") or torch.get_num_threads()
+        previous = torch.get_num_threads()
+        if threads != previous:
             torch.set_num_threads(threads)
         _inside_task = True
         try:
             result = fn(*bound.args, **bound.kwargs)
         finally:
             _inside_task = False
+            # The sequential backend runs tasks in the master: leave its
+            # own thread count as it was.
+            if threads != previous:
+                torch.set_num_threads(previous)
         outputs = [_dump_output(name, value)
                    for value in _outputs(header, result, arguments)]
+    except KeyboardInterrupt:
+        raise
     except BaseException as exc:  # noqa: B902 - the task's error is data
         return _error_status(name, exc)
     return [_serialize.dumps(("ok",))] + outputs

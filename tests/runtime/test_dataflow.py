@@ -140,3 +140,17 @@ def test_delete_object_keeps_pending_consumers_working(backend):
 
 def test_torch_threads_per_worker_default_to_1(backend):
     assert wait_on(tasks.threads()) == 1
+
+
+def test_sequential_tasks_leave_the_master_thread_count_alone():
+    import torch
+    from tests.conftest import use_backend
+    use_backend("sequential")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert wait_on(tasks.threads()) == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+        use_backend("local")
