@@ -23,7 +23,6 @@ Needs about 7 GiB of free memory and 2 GiB of disk in --tmpdir.
 
 import argparse
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -32,6 +31,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
 
 GIB = 1 << 30
 ROW = 128   # float32 values per row: 512 bytes
@@ -205,24 +206,6 @@ def _fmt(times):
 
 
 # ------------------------------------------------------------------ main
-def machine():
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
-    import torch
-    return (f"{platform.system()} {platform.release()}, {cpu}, "
-            f"{len(os.sched_getaffinity(0))} cores, {mem:.0f} GiB RAM, "
-            f"Python {platform.python_version()}, torch {torch.__version__}, "
-            f"numpy {np.__version__}")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -242,7 +225,7 @@ def main(argv=None):
     if args.memory_child:
         memory_child(args.memory_child, args.memory_blocks)
         return
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     print(f"backend: local, {os.environ.get('DISLIB_NN_WORKERS') or 'one'}"
           f" worker(s) per core")
     if not args.skip_memory:

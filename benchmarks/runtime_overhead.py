@@ -18,8 +18,6 @@ arguments. This is a benchmark, not a test: it never runs in CI.
 import argparse
 import concurrent.futures
 import multiprocessing
-import os
-import platform
 import statistics
 import time
 
@@ -28,6 +26,8 @@ from torch.multiprocessing import reductions  # noqa: F401 - registers them
 
 from dislib_nn import runtime
 from dislib_nn.runtime import task, wait_on
+
+from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
 
 MB10 = 10 * 1000 * 1000
 
@@ -128,27 +128,13 @@ def _bare_empty_arg(_):
     return None
 
 
-def machine():
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"{model}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, torch {torch.__version__}")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--tensor-tasks", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     ours = measure_dislib_nn(args.tasks, args.tensor_tasks, args.repeats)
     bare = measure_bare(args.tasks, args.tensor_tasks, args.repeats,
                         runtime.n_workers())

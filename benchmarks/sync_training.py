@@ -42,7 +42,6 @@ Not a test; never imported by the package.
 import argparse
 import os
 import pickle
-import platform
 import socket
 import statistics
 import sys
@@ -52,6 +51,8 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
 
 CONFIGS = ("single", "floor", "ddp", "dislib_nn")
 
@@ -241,28 +242,6 @@ class LoadMonitor:
         _, b1, n1, m1 = after[0]
         others = max((b1 - b0) - (m1 - m0), 0)
         return others / max(n1 - n0, 1) * (os.cpu_count() or 1)
-
-
-def machine():
-    model, virtual = "unknown", ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model == "unknown":
-                    model = line.split(":", 1)[1].strip()
-                if line.startswith("flags") and " hypervisor" in line:
-                    virtual = " (virtual machine: vCPUs)"
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return (f"CPU {model}{virtual}; {os.cpu_count()} logical cores "
-            f"({usable} usable); "
-            f"Python {platform.python_version()}; torch {torch.__version__};"
-            f" numpy {np.__version__}; {platform.system()} "
-            f"{platform.release()}")
 
 
 # ------------------------------------------------------ 1. single process
@@ -685,7 +664,7 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
     print("sync_training benchmark:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", machine())
+    print("Machine:", describe())
     t0 = time.perf_counter()
     data = make_data(args)
     print(f"Data: make_classification {args.n_samples:,} x "
