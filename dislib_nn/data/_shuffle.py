@@ -69,10 +69,7 @@ def shuffle(x, y=None, random_state=None):
     >>> bool((y2.collect() == x2.collect() * 10).all())
     True
     """
-    v.check_ds_tensor(x, "x", "shuffle")
-    if y is not None:
-        v.check_ds_tensor(y, "y", "shuffle")
-        v.same_rows(x, y, "shuffle")
+    v.check_xy(x, y, "shuffle")
     return _shuffled(x, y, random_state, "shuffle")
 
 
@@ -109,10 +106,7 @@ def train_test_split(x, y=None, test_size=0.25, random_state=None,
         Only when ``y`` is given.
     """
     caller = "train_test_split"
-    v.check_ds_tensor(x, "x", caller)
-    if y is not None:
-        v.check_ds_tensor(y, "y", caller)
-        v.same_rows(x, y, caller)
+    v.check_xy(x, y, caller)
     n_test = _n_test(test_size, len(x))
     if shuffle:
         moved = _shuffled(x, y, random_state, caller)
@@ -153,10 +147,7 @@ def partition(x, y, n_parts, alpha=None, random_state=None):
         Only when ``y`` is given.
     """
     caller = "partition"
-    v.check_ds_tensor(x, "x", caller)
-    if y is not None:
-        v.check_ds_tensor(y, "y", caller)
-        v.same_rows(x, y, caller)
+    v.check_xy(x, y, caller)
     n_parts = v.check_int(n_parts, "n_parts", caller, 1, len(x),
                           " (the number of rows)")
     if alpha is not None:

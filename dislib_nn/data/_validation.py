@@ -176,6 +176,14 @@ def same_rows(x, y, caller):
             f"Got {len(x)} rows in x and {len(y)} in y.")
 
 
+def check_xy(x, y, caller):
+    """Check the ``x`` and optional ``y`` of shuffle-like functions."""
+    check_ds_tensor(x, "x", caller)
+    if y is not None:
+        check_ds_tensor(y, "y", caller)
+        same_rows(x, y, caller)
+
+
 def check_ds_tensor(value, name, caller):
     from dislib_nn.data._tensor import DsTensor
     if not isinstance(value, DsTensor):

@@ -12,6 +12,14 @@ from dislib_nn.training._base import SyncEpochAveragingBase
 
 __all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor"]
 
+_STRATEGY = """
+    Each worker trains its own replica of ``module`` on its share of the
+    data for a whole epoch of minibatch training; at the epoch boundary
+    the replicas' ``state_dict`` entries are averaged, weighted by the
+    samples each saw, by a binary tree of merge tasks, and every worker
+    starts the next epoch from the merged model.
+"""
+
 _PARAMETERS = """
     Parameters
     ----------
@@ -108,13 +116,7 @@ _PARAMETERS = """
 
 class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
     __doc__ = """Data-parallel classifier averaging replicas every epoch.
-
-    Each worker trains its own replica of ``module`` on its share of the
-    data for a whole epoch of minibatch training; at the epoch boundary
-    the replicas' ``state_dict`` entries are averaged, weighted by the
-    samples each saw, by a binary tree of merge tasks, and every worker
-    starts the next epoch from the merged model.
-    """ + _PARAMETERS.format(criterion="torch.nn.CrossEntropyLoss") + """
+    """ + _STRATEGY + """    """ + _PARAMETERS.format(criterion="torch.nn.CrossEntropyLoss") + """
     classes_ : ndarray of shape (n_classes,)
         The labels seen in ``fit`` (any values; encoded as 0..n-1).
 
@@ -192,13 +194,7 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
 
 class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
     __doc__ = """Data-parallel regressor averaging replicas every epoch.
-
-    Each worker trains its own replica of ``module`` on its share of the
-    data for a whole epoch of minibatch training; at the epoch boundary
-    the replicas' ``state_dict`` entries are averaged, weighted by the
-    samples each saw, by a binary tree of merge tasks, and every worker
-    starts the next epoch from the merged model.
-
+    """ + _STRATEGY + """
     Targets reach the criterion with the shape they were given: 1-D
     targets stay 1-D (a module output of shape (n, 1) is read as (n,),
     so that it cannot broadcast against them), 2-D targets are
