@@ -132,8 +132,8 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
     >>> clf.fit(X, y).predict(X[:2]).shape
     (2,)
 
-    A module of your own must be defined at module level of an importable
-    file (the workers import it), as in ``python -m dislib_nn.demo``.
+    A module class of your own may live anywhere, your script or a
+    notebook included: what workers could not import is sent by value.
     """
 
     _kind = "classifier"
