@@ -1,14 +1,12 @@
 """The public estimators: synchronous epoch averaging, classifier and
 regressor."""
 
-import numpy as np
-import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
-from dislib_nn.runtime import wait_on
-from dislib_nn.training import _block_tasks, _inputs, _labels
+from dislib_nn.training import _labels
 from dislib_nn.training._base import SyncEpochAveragingBase
+from dislib_nn.training._targets import CLASSIFICATION, REGRESSION
 
 __all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor"]
 
@@ -89,6 +87,12 @@ _PARAMETERS = """
     warm_start : bool, default=False
         ``fit`` continues from the current model instead of starting
         anew.
+    balance : bool, default=False
+        Deal blocks to workers in proportion to their measured throughput
+        (rows per second in earlier epochs), so that a slower worker gets
+        less data and all finish together. Needs ``shuffle="global"`` or
+        ``"local"`` and more blocks than workers; the model then depends
+        on timings, so ``random_state`` no longer fixes it.
     **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
@@ -99,7 +103,11 @@ _PARAMETERS = """
         The trained module, on the CPU, in eval mode.
     history_ : list of dict
         One dict per epoch: ``epoch``, ``train_loss``, ``valid_loss``,
-        ``valid_score``, ``lr``, ``merged``, ``dur_s``.
+        ``valid_score``, ``lr``, ``merged``, ``dur_s`` (wall time from the
+        end of the previous epoch's last training task, or the start of
+        ``fit``, to the end of this epoch's last training task),
+        ``worker_samples`` and ``worker_compute_s`` (rows and seconds of
+        each worker's training task).
     n_epochs_ : int
         Epochs run, over all calls to ``fit`` and ``partial_fit`` since
         the model was created.
@@ -136,8 +144,7 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
     file (the workers import it), as in ``python -m dislib_nn.demo``.
     """
 
-    _kind = "classifier"
-    _default_criterion = torch.nn.CrossEntropyLoss
+    _targets = CLASSIFICATION
 
     def partial_fit(self, X, y, classes=None):
         """Train for one more epoch, from the current model if fitted.
@@ -167,19 +174,6 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
         never seen in ``fit`` raise ValueError.
         """
         return self._score(X, y, sample_weight)
-
-    def _learn_classes(self, y, reset, classes):
-        if not reset:
-            return      # labels are checked against classes_ when encoded
-        if classes is not None:
-            self.classes_ = np.unique(np.asarray(classes))
-            return
-        if _inputs.is_ds_tensor(y):
-            parts = wait_on([_block_tasks._unique_labels(b)
-                             for b in y._blocks])
-            self.classes_ = _labels.union(parts)
-        else:
-            self.classes_ = np.unique(y)
 
     def _score_arrays(self, X, y, sample_weight):
         _labels.encode(y, self.classes_, "y")
@@ -213,8 +207,7 @@ class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
     (2,)
     """
 
-    _kind = "regressor"
-    _default_criterion = torch.nn.MSELoss
+    _targets = REGRESSION
 
     def predict(self, X):
         """Predictions: a numpy array, or a DsTensor for a DsTensor."""
@@ -227,9 +220,6 @@ class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
         collected); ``sample_weight`` is for array input only.
         """
         return self._score(X, y, sample_weight)
-
-    def _learn_classes(self, y, reset, classes):
-        pass
 
     def _score_arrays(self, X, y, sample_weight):
         return float(r2_score(y, self.predict(X),

@@ -15,7 +15,8 @@ import dislib_nn as dnn
 from dislib_nn import (SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _base, _tasks
+from dislib_nn import runtime
+from dislib_nn.training import _train_tasks
 from tests.conftest import use_backend
 from tests.training import _models
 
@@ -173,8 +174,10 @@ def test_verbose_prints_one_line_per_epoch(capsys):
     X, y = _classification()
     _clf(verbose=1, n_epochs=2).fit(X, y)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("epoch   1/2") and "train_loss" in lines[0]
+    assert len(lines) == 3
+    assert lines[0] == ("SyncEpochAveragingClassifier: 2 workers, backend "
+                        "local")
+    assert lines[1].startswith("epoch   1/2") and "train_loss" in lines[1]
 
 
 def test_warm_start_and_partial_fit_extend_the_history():
@@ -249,14 +252,14 @@ def test_dislib_ds_arrays_are_accepted():
 
 def test_master_fetches_no_weights_during_fit(monkeypatch):
     fetched = []
-    original = _base.runtime.wait_on
+    original = runtime.wait_on
 
     def spy(*objs):
         values = original(*objs)
         fetched.append(values)
         return values
 
-    monkeypatch.setattr(_base.runtime, "wait_on", spy)
+    monkeypatch.setattr(runtime, "wait_on", spy)
     X, y = _classification()
     _clf(n_epochs=4, validation_fraction=0.2, optimizer_state="reset").fit(
         X, y)
@@ -283,10 +286,14 @@ def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
         calls.append(root)
         return ("merged", tuple(models))
 
-    monkeypatch.setattr(_tasks, "_merge_pair", fake_merge)
+    monkeypatch.setattr(_train_tasks, "_merge_pair", fake_merge)
     deleted = []
-    monkeypatch.setattr(_tasks, "delete_object", deleted.append)
-    model, optim = _tasks.submit_merge(list("abcde"), None, [1] * 5)
+
+    class Lifetimes:
+        release = staticmethod(deleted.append)
+
+    model, optim = _train_tasks.submit_merge(list("abcde"), None, [1] * 5,
+                                             Lifetimes())
     # The three partial sums are released once consumed; leaves are not
     # the tree's to release.
     assert len(deleted) == 3 and not set("abcde") & set(deleted)
@@ -477,12 +484,13 @@ def test_device_cpu_and_auto_train_on_cpu():
 
 def test_gpu_task_is_chosen_only_where_gpus_are_declared(monkeypatch):
     monkeypatch.delenv("ComputingUnitsGPUs", raising=False)
-    assert _tasks.train_task_for("auto") is _tasks._train_epoch
-    assert _tasks.train_task_for("cpu") is _tasks._train_epoch
-    assert _tasks.train_task_for("cuda:1") is _tasks._train_epoch_gpu
+    tasks = _train_tasks
+    assert tasks.train_task_for("auto") is tasks._train_epoch
+    assert tasks.train_task_for("cpu") is tasks._train_epoch
+    assert tasks.train_task_for("cuda:1") is tasks._train_epoch_gpu
     monkeypatch.setenv("ComputingUnitsGPUs", "1")
-    assert _tasks.train_task_for("auto") is _tasks._train_epoch_gpu
-    gpu = _tasks._train_epoch_gpu.constraints["processors"]
+    assert tasks.train_task_for("auto") is tasks._train_epoch_gpu
+    gpu = tasks._train_epoch_gpu.constraints["processors"]
     assert {p["processorType"] for p in gpu} == {"CPU", "GPU"}
 
 
