@@ -41,10 +41,12 @@ from dislib_nn.training._lifetimes import Lifetimes
 from dislib_nn.training._predict import PredictMixin
 from dislib_nn.training._schedule import LRSchedule
 from dislib_nn.training._strategy import FitSetup
+from dislib_nn.training._async import AsyncStrategy
 from dislib_nn.training._sync import SyncStrategy
 from dislib_nn.training._train_tasks import train_task_for
 
-__all__ = ["EpochAveragingBase", "SyncEpochAveragingBase"]
+__all__ = ["EpochAveragingBase", "SyncEpochAveragingBase",
+           "AsyncEpochAveragingBase"]
 
 _INT = numbers.Integral
 _REAL = numbers.Real
@@ -353,3 +355,37 @@ class SyncEpochAveragingBase(EpochAveragingBase):
     """Base of the synchronous estimators (:mod:`._sync`)."""
 
     _strategy_class = SyncStrategy
+
+
+class AsyncEpochAveragingBase(EpochAveragingBase):
+    """Base of the asynchronous estimators (:mod:`._async`)."""
+
+    _strategy_class = AsyncStrategy
+    _parameter_constraints = dict(
+        EpochAveragingBase._parameter_constraints,
+        max_lag=[p.NoneValue(), p.Interval(_INT, 0, None)],
+        staleness_exponent=[p.Interval(_REAL, 0, None)])
+
+    def __init__(self, *, module=None, criterion=None,
+                 optimizer=torch.optim.SGD, lr=0.01, lr_schedule=None,
+                 n_epochs=10, batch_size=32, n_workers=None, sync_every=1,
+                 shuffle="global", optimizer_state="keep", outer_lr=1.0,
+                 outer_momentum=0.0, validation_fraction=0.0,
+                 validation_data=None, early_stopping=False, patience=5,
+                 device="auto", random_state=None, verbose=0,
+                 warm_start=False, balance=False, max_lag=1,
+                 staleness_exponent=0.5, **kwargs):
+        super().__init__(
+            module=module, criterion=criterion, optimizer=optimizer, lr=lr,
+            lr_schedule=lr_schedule, n_epochs=n_epochs,
+            batch_size=batch_size, n_workers=n_workers,
+            sync_every=sync_every, shuffle=shuffle,
+            optimizer_state=optimizer_state, outer_lr=outer_lr,
+            outer_momentum=outer_momentum,
+            validation_fraction=validation_fraction,
+            validation_data=validation_data, early_stopping=early_stopping,
+            patience=patience, device=device, random_state=random_state,
+            verbose=verbose, warm_start=warm_start, balance=balance,
+            **kwargs)
+        self.max_lag = max_lag
+        self.staleness_exponent = staleness_exponent

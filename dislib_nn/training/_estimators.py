@@ -1,14 +1,20 @@
-"""The public estimators: synchronous epoch averaging, classifier and
-regressor."""
+"""The public estimators: synchronous and asynchronous epoch averaging,
+classifier and regressor.
+
+What classifiers (and regressors) of both strategies share is in
+``_Classifier`` (``_Regressor``); the strategy comes from the base.
+"""
 
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
 from dislib_nn.training import _labels
-from dislib_nn.training._base import SyncEpochAveragingBase
+from dislib_nn.training._base import (AsyncEpochAveragingBase,
+                                      SyncEpochAveragingBase)
 from dislib_nn.training._targets import CLASSIFICATION, REGRESSION
 
-__all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor"]
+__all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor",
+           "AsyncEpochAveragingClassifier", "AsyncEpochAveragingRegressor"]
 
 _STRATEGY = """
     Each worker trains its own replica of ``module`` on its share of the
@@ -16,6 +22,31 @@ _STRATEGY = """
     the replicas' ``state_dict`` entries are averaged, weighted by the
     samples each saw, by a binary tree of merge tasks, and every worker
     starts the next epoch from the merged model.
+"""
+
+_ASYNC_STRATEGY = """
+    Each worker trains its own replica of ``module`` on its share of the
+    data, epoch after epoch, in its own chain of tasks. After each epoch
+    a merge task folds the worker's update (its change since the model
+    it started from) into a global model, weighted by its share of the
+    samples and discounted by its staleness; merges run one at a time in
+    whatever order workers finish, and each worker starts its next epoch
+    from the global model its merge returned, without waiting for the
+    others. ``max_lag`` bounds how many epochs a worker may run ahead of
+    the slowest (see docs/strategies.md).
+"""
+
+_ASYNC_PARAMETERS = """    max_lag : int or None, default=1
+        How many epochs (merge rounds, with ``sync_every`` > 1) any
+        worker may run ahead of the slowest. 0 starts every epoch from
+        the model with all of the previous epoch's merges (the
+        synchronous strategy's model); None never makes a worker wait.
+    staleness_exponent : float, default=0.5
+        A merge's weight is its share of the samples times
+        ``(1 + tau) ** -staleness_exponent``, where ``tau`` is how many
+        epochs the global model moved beyond what a synchronous round
+        would have merged since the worker's snapshot; 0 turns the
+        discount off.
 """
 
 _PARAMETERS = """
@@ -93,7 +124,7 @@ _PARAMETERS = """
         less data and all finish together. Needs ``shuffle="global"`` or
         ``"local"`` and more blocks than workers; the model then depends
         on timings, so ``random_state`` no longer fixes it.
-    **kwargs
+{extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
 
@@ -107,7 +138,7 @@ _PARAMETERS = """
         end of the previous epoch's last training task, or the start of
         ``fit``, to the end of this epoch's last training task),
         ``worker_samples`` and ``worker_compute_s`` (rows and seconds of
-        each worker's training task).
+        each worker's training task){merges}.
     n_epochs_ : int
         Epochs run, over all calls to ``fit`` and ``partial_fit`` since
         the model was created.
@@ -122,27 +153,8 @@ _PARAMETERS = """
 """
 
 
-class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
-    __doc__ = """Data-parallel classifier averaging replicas every epoch.
-    """ + _STRATEGY + """    """ + _PARAMETERS.format(criterion="torch.nn.CrossEntropyLoss") + """
-    classes_ : ndarray of shape (n_classes,)
-        The labels seen in ``fit`` (any values; encoded as 0..n-1).
-
-    Examples
-    --------
-    >>> import torch
-    >>> from sklearn.datasets import load_iris
-    >>> from dislib_nn import SyncEpochAveragingClassifier
-    >>> X, y = load_iris(return_X_y=True)
-    >>> clf = SyncEpochAveragingClassifier(
-    ...     module=torch.nn.Linear, module__in_features=4,
-    ...     module__out_features=3, lr=0.1, n_epochs=3, random_state=0)
-    >>> clf.fit(X, y).predict(X[:2]).shape
-    (2,)
-
-    A module of your own must be defined at module level of an importable
-    file (the workers import it), as in ``python -m dislib_nn.demo``.
-    """
+class _Classifier(ClassifierMixin):
+    """Classifier methods shared by both strategies."""
 
     _targets = CLASSIFICATION
 
@@ -186,26 +198,8 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
         return tags
 
 
-class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
-    __doc__ = """Data-parallel regressor averaging replicas every epoch.
-    """ + _STRATEGY + """
-    Targets reach the criterion with the shape they were given: 1-D
-    targets stay 1-D (a module output of shape (n, 1) is read as (n,),
-    so that it cannot broadcast against them), 2-D targets are
-    multi-output.
-    """ + _PARAMETERS.format(criterion="torch.nn.MSELoss") + """
-    Examples
-    --------
-    >>> import torch
-    >>> from sklearn.datasets import load_diabetes
-    >>> from dislib_nn import SyncEpochAveragingRegressor
-    >>> X, y = load_diabetes(return_X_y=True)
-    >>> reg = SyncEpochAveragingRegressor(
-    ...     module=torch.nn.Linear, module__in_features=10,
-    ...     module__out_features=1, n_epochs=2, random_state=0)
-    >>> reg.fit(X, y / 100).predict(X[:2]).shape
-    (2,)
-    """
+class _Regressor(RegressorMixin):
+    """Regressor methods shared by both strategies."""
 
     _targets = REGRESSION
 
@@ -230,3 +224,92 @@ class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
         tags.target_tags.multi_output = True
         tags.input_tags.three_d_array = True
         return tags
+
+
+_TARGET_SHAPES = """
+    Targets reach the criterion with the shape they were given: 1-D
+    targets stay 1-D (a module output of shape (n, 1) is read as (n,),
+    so that it cannot broadcast against them), 2-D targets are
+    multi-output.
+"""
+
+_CLASSES = """
+    classes_ : ndarray of shape (n_classes,)
+        The labels seen in ``fit`` (any values; encoded as 0..n-1).
+"""
+
+_MERGES = """; and, for the
+        asynchronous strategy, ``merges``: one dict per merge submitted
+        after the epoch, with ``worker``, ``index`` (its position in the
+        order merges ran), ``staleness`` (tau) and ``weight``"""
+
+
+def _classifier_example(name):
+    return f"""
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn.datasets import load_iris
+    >>> from dislib_nn import {name}
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = {name}(
+    ...     module=torch.nn.Linear, module__in_features=4,
+    ...     module__out_features=3, lr=0.1, n_epochs=3, random_state=0)
+    >>> clf.fit(X, y).predict(X[:2]).shape
+    (2,)
+
+    A module of your own must be defined at module level of an importable
+    file (the workers import it), as in ``python -m dislib_nn.demo``.
+    """
+
+
+def _regressor_example(name):
+    return f"""
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn.datasets import load_diabetes
+    >>> from dislib_nn import {name}
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> reg = {name}(
+    ...     module=torch.nn.Linear, module__in_features=10,
+    ...     module__out_features=1, n_epochs=2, random_state=0)
+    >>> reg.fit(X, y / 100).predict(X[:2]).shape
+    (2,)
+    """
+
+
+def _doc(summary, strategy, criterion, extra, merges, tail):
+    params = _PARAMETERS.format(criterion=criterion, extra=extra,
+                                merges=merges)
+    return f"""{summary}{strategy}    {params}{tail}"""
+
+
+class SyncEpochAveragingClassifier(_Classifier, SyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel classifier averaging replicas every epoch.\n",
+        _STRATEGY, "torch.nn.CrossEntropyLoss", "", "",
+        _CLASSES + _classifier_example("SyncEpochAveragingClassifier"))
+
+
+class SyncEpochAveragingRegressor(_Regressor, SyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel regressor averaging replicas every epoch.\n",
+        _STRATEGY + _TARGET_SHAPES, "torch.nn.MSELoss", "", "",
+        _regressor_example("SyncEpochAveragingRegressor"))
+
+
+class AsyncEpochAveragingClassifier(_Classifier, AsyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel classifier merging each replica as it finishes.\n",
+        _ASYNC_STRATEGY, "torch.nn.CrossEntropyLoss", _ASYNC_PARAMETERS,
+        _MERGES,
+        _CLASSES + _classifier_example("AsyncEpochAveragingClassifier"))
+
+
+class AsyncEpochAveragingRegressor(_Regressor, AsyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel regressor merging each replica as it finishes.\n",
+        _ASYNC_STRATEGY + _TARGET_SHAPES, "torch.nn.MSELoss",
+        _ASYNC_PARAMETERS, _MERGES,
+        _regressor_example("AsyncEpochAveragingRegressor"))
