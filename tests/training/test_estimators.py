@@ -12,7 +12,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 
 import dislib_nn as dnn
-from dislib_nn import (SyncEpochAveragingClassifier,
+from dislib_nn import (AsyncEpochAveragingClassifier,
+                       AsyncEpochAveragingRegressor,
+                       SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn import runtime
@@ -40,25 +42,34 @@ def _regression(n=100, n_targets=1):
     return X.astype(np.float32), (y / 100).astype(np.float32)
 
 
-def _clf(**kwargs):
+# Tests that take ``strategy`` run with both strategies' estimators.
+STRATEGIES = ("sync", "async")
+_CLASSES = {"sync": (SyncEpochAveragingClassifier,
+                     SyncEpochAveragingRegressor),
+            "async": (AsyncEpochAveragingClassifier,
+                      AsyncEpochAveragingRegressor)}
+
+
+def _clf(strategy="sync", **kwargs):
     params = dict(module=_models.Classifier, n_epochs=3, batch_size=16,
                   lr=0.05, optimizer=torch.optim.Adam, n_workers=2,
                   random_state=0)
     params.update(kwargs)
-    return SyncEpochAveragingClassifier(**params)
+    return _CLASSES[strategy][0](**params)
 
 
-def _reg(**kwargs):
+def _reg(strategy="sync", **kwargs):
     params = dict(module=_models.MLP, n_epochs=3, batch_size=16, lr=0.01,
                   n_workers=2, random_state=0)
     params.update(kwargs)
-    return SyncEpochAveragingRegressor(**params)
+    return _CLASSES[strategy][1](**params)
 
 
 # ------------------------------------------------------------- fitting
-def test_fit_sets_the_documented_attributes():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_fit_sets_the_documented_attributes(strategy):
     X, y = _classification()
-    clf = _clf(validation_fraction=0.2).fit(X, y)
+    clf = _clf(strategy, validation_fraction=0.2).fit(X, y)
     assert isinstance(clf.module_, _models.Classifier)
     assert not clf.module_.training
     assert all(p.device.type == "cpu" for p in clf.module_.parameters())
@@ -75,9 +86,10 @@ def test_fit_sets_the_documented_attributes():
     json.dumps(clf.history_)
 
 
-def test_string_labels_are_encoded_and_returned():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_string_labels_are_encoded_and_returned(strategy):
     X, y = _classification(labels=["cat", "dog", "emu"])
-    clf = _clf(n_epochs=5).fit(X, y)
+    clf = _clf(strategy, n_epochs=5).fit(X, y)
     assert list(clf.classes_) == ["cat", "dog", "emu"]
     assert set(clf.predict(X)) <= {"cat", "dog", "emu"}
     proba = clf.predict_proba(X)
@@ -96,9 +108,10 @@ def test_torch_tensors_are_accepted():
 
 
 @pytest.mark.parametrize("n_targets", [1, 2])
-def test_regression_targets_keep_their_shape(n_targets):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_regression_targets_keep_their_shape(n_targets, strategy):
     X, y = _regression(n_targets=n_targets)
-    reg = _reg().fit(X, y)
+    reg = _reg(strategy).fit(X, y)
     assert reg.predict(X).shape == y.shape
     assert reg.predict(X).dtype == np.float64
 
@@ -125,6 +138,9 @@ def test_shuffle_modes_all_learn():
 
 
 def test_same_random_state_same_model():
+    # The asynchronous strategy is reproducible with max_lag=0 only
+    # (tests/training/test_async.py); otherwise merges run in the order
+    # workers finish.
     X, y = _classification()
     a = _clf(module=_models.WithDropout, criterion=None,
              module__n_outputs=3).fit(X, y)
@@ -141,16 +157,18 @@ def test_n_workers_is_capped_by_the_number_of_blocks():
     assert clf.n_workers_ == 3
 
 
-def test_lazy_modules_are_shaped_at_fit():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_lazy_modules_are_shaped_at_fit(strategy):
     X, y = _regression()
-    reg = _reg(module=_models.Lazy).fit(X, y)
+    reg = _reg(strategy, module=_models.Lazy).fit(X, y)
     assert reg.module_.fc.weight.shape == (1, 4)
 
 
-def test_early_stopping_stops_and_keeps_the_best_model():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_early_stopping_stops_and_keeps_the_best_model(strategy):
     X, y = _classification(n=160)
     Xv, yv = X[:40], y[:40]
-    clf = _clf(n_epochs=50, lr=0.5, optimizer=torch.optim.SGD,
+    clf = _clf(strategy, n_epochs=50, lr=0.5, optimizer=torch.optim.SGD,
                early_stopping=True, patience=2, validation_data=(Xv, yv))
     clf.fit(X[40:], y[40:])
     losses = [h["valid_loss"] for h in clf.history_]
@@ -180,9 +198,10 @@ def test_verbose_prints_one_line_per_epoch(capsys):
     assert lines[1].startswith("epoch   1/2") and "train_loss" in lines[1]
 
 
-def test_warm_start_and_partial_fit_extend_the_history():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_warm_start_and_partial_fit_extend_the_history(strategy):
     X, y = _classification()
-    clf = _clf(warm_start=True, n_epochs=2).fit(X, y)
+    clf = _clf(strategy, warm_start=True, n_epochs=2).fit(X, y)
     clf.fit(X, y)
     assert clf.n_epochs_ == 4 and len(clf.history_) == 4
     clf.partial_fit(X, y)
@@ -190,16 +209,18 @@ def test_warm_start_and_partial_fit_extend_the_history():
     assert [h["epoch"] for h in clf.history_] == [1, 2, 3, 4, 5]
 
 
-def test_partial_fit_classes_argument():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_partial_fit_classes_argument(strategy):
     X, y = _classification()
-    clf = _clf(module__n_classes=4)
+    clf = _clf(strategy, module__n_classes=4)
     clf.partial_fit(X[y < 2], y[y < 2], classes=[0, 1, 2, 3])
     assert list(clf.classes_) == [0, 1, 2, 3]
     clf.partial_fit(X, y)
 
 
 # ------------------------------------------------------------ DsTensors
-def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch, strategy):
     X, y = _classification()
     x = dnn.from_array(X, n_blocks=4)
     yd = dnn.from_array(y, n_blocks=4)
@@ -208,7 +229,7 @@ def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch):
         raise AssertionError("the master collected a DsTensor")
 
     monkeypatch.setattr(dnn.DsTensor, "collect", no_collect)
-    clf = _clf(validation_fraction=0.2).fit(x, yd)
+    clf = _clf(strategy, validation_fraction=0.2).fit(x, yd)
     assert list(clf.classes_) == [0, 1, 2]
     pred = clf.predict(x)
     proba = clf.predict_proba(x)
@@ -250,7 +271,8 @@ def test_dislib_ds_arrays_are_accepted():
     assert 0 <= clf.score(x_ds, y_ds) <= 1
 
 
-def test_master_fetches_no_weights_during_fit(monkeypatch):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_master_fetches_no_weights_during_fit(monkeypatch, strategy):
     fetched = []
     original = runtime.wait_on
 
@@ -261,8 +283,8 @@ def test_master_fetches_no_weights_during_fit(monkeypatch):
 
     monkeypatch.setattr(runtime, "wait_on", spy)
     X, y = _classification()
-    _clf(n_epochs=4, validation_fraction=0.2, optimizer_state="reset").fit(
-        X, y)
+    _clf(strategy, n_epochs=4, validation_fraction=0.2,
+         optimizer_state="reset").fit(X, y)
 
     def holds_tensor(value):
         if torch.is_tensor(value):
@@ -346,9 +368,10 @@ def test_grid_search_over_prefixed_params():
     assert set(search.best_params_) == {"module__hidden", "lr"}
 
 
-def test_pickle_after_fit():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_pickle_after_fit(strategy):
     X, y = _classification()
-    clf = _clf().fit(X, y)
+    clf = _clf(strategy).fit(X, y)
     again = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(again.predict_proba(X),
                                   clf.predict_proba(X))
@@ -542,9 +565,10 @@ def test_early_stopping_without_validation_watches_the_training_loss():
     assert all(h["valid_loss"] is None for h in clf.history_)
 
 
-def test_a_failed_first_fit_leaves_no_model():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_failed_first_fit_leaves_no_model(strategy):
     X, y = _classification()
-    clf = _clf(module=_models.Broken)
+    clf = _clf(strategy, module=_models.Broken)
     with pytest.raises(ValueError, match="forward exploded"):
         clf.fit(X, y)
     with pytest.raises(NotFittedError):
@@ -552,13 +576,15 @@ def test_a_failed_first_fit_leaves_no_model():
 
 
 @pytest.mark.parametrize("optimizer_state", ["keep", "reset", "average"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_option_at_once_releases_only_what_is_consumed(
-        optimizer_state):
+        optimizer_state, strategy):
     # Futures released with delete_object cannot be passed to a task
     # again (the runtime raises): a full run with every option on shows
     # the trainer releases only futures nothing will read.
     X, y = _classification(n=150)
-    clf = _clf(n_workers=3, n_epochs=7, sync_every=2, outer_lr=0.8,
+    clf = _clf(strategy, n_workers=3, n_epochs=7, sync_every=2,
+               outer_lr=0.8,
                outer_momentum=0.5, optimizer_state=optimizer_state,
                early_stopping=True, patience=10, validation_fraction=0.2,
                shuffle="global", warm_start=True)
