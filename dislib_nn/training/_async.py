@@ -16,7 +16,8 @@ them). ``max_lag=0`` thus starts every round from the model with all of
 the previous round's merges, which is the synchronous strategy;
 ``max_lag=None`` adds no dependency between workers. Nothing in the
 chains waits on the master; the master reads scalars only, up to
-``(max_lag + 1) * sync_every`` epochs behind.
+``max_lag * sync_every`` epochs behind (see
+:attr:`AsyncStrategy.scalar_lag`).
 """
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
@@ -28,10 +29,6 @@ from dislib_nn.training._sync import merges_after
 __all__ = ["AsyncStrategy"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
-
-# How far behind the master reads scalars with max_lag=None and
-# balance=True: the dealing needs fresh throughput measurements.
-_BALANCE_LAG = 2
 
 
 @task(returns=4, glob=COMMUTATIVE)
@@ -104,10 +101,14 @@ class AsyncStrategy(Strategy):
 
     @property
     def scalar_lag(self):
+        """Reading epoch ``e``'s scalars waits for every worker's epoch
+        ``e``: a worker may run ``max_lag`` rounds ahead anyway, so the
+        master reads that far behind (the whole fit ahead with
+        ``max_lag=None``, unless ``balance`` needs fresh measurements)."""
         p = self.setup.params
         if self.max_lag is None:
-            return _BALANCE_LAG if p["balance"] else p["n_epochs"] + 1
-        return (self.max_lag + 1) * p["sync_every"]
+            return 1 if p["balance"] else p["n_epochs"] + 1
+        return max(1, self.max_lag) * p["sync_every"]
 
     def submit_epoch(self, epoch, lr, last, want_model):
         setup, p = self.setup, self.setup.params
