@@ -104,8 +104,12 @@ class AsyncStrategy(Strategy):
         """Reading epoch ``e``'s scalars waits for every worker's epoch
         ``e``: a worker may run ``max_lag`` rounds ahead anyway, so the
         master reads that far behind (the whole fit ahead with
-        ``max_lag=None``, unless ``balance`` needs fresh measurements)."""
+        ``max_lag=None``). With ``balance``, the first epoch is read at
+        once, so that the second is already dealt by measurement, and
+        later ones at most one epoch behind with ``max_lag=None``."""
         p = self.setup.params
+        if p["balance"] and not self.setup.data.throughput.known():
+            return 0
         if self.max_lag is None:
             return 1 if p["balance"] else p["n_epochs"] + 1
         return max(1, self.max_lag) * p["sync_every"]

@@ -3,8 +3,9 @@
 :func:`run_epochs` drives a strategy (:mod:`._strategy`) and a list of
 callbacks (:mod:`._callbacks`). Epoch ``e``'s scalars are waited for
 after epoch ``e + lag`` is submitted (``lag`` is the strategy's
-:attr:`~._strategy.Strategy.scalar_lag`, 0 when a callback needs each
-epoch's record before the next is submitted), so workers never idle
+:attr:`~._strategy.Strategy.scalar_lag`, asked after each submission,
+or 0 when a callback needs each epoch's record before the next is
+submitted), so workers never idle
 while the master reads them. The master waits for scalars only (sample
 counts, loss sums, task times, validation statistics), never weights,
 in one ``wait_on`` per epoch.
@@ -47,8 +48,7 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
         of a merged model on the validation data.
     """
     loop = EpochLoop(estimator, strategy, total, lr)
-    lag = 0 if any(cb.needs_current_epoch for cb in callbacks) \
-        else strategy.scalar_lag
+    needs_current = any(cb.needs_current_epoch for cb in callbacks)
     want_model = validation is not None or any(
         cb.wants_model for cb in callbacks)
     for cb in callbacks:
@@ -66,6 +66,8 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
         if handle.merged and validation is not None:
             valid = validation(handle.model)
         in_flight.append((handle, valid))
+        # Asked every epoch: a strategy may read sooner at first.
+        lag = 0 if needs_current else strategy.scalar_lag
         while in_flight and (len(in_flight) > lag or last):
             stop = _read(loop, callbacks, clock, *in_flight.pop(0)) or stop
         if stop:
