@@ -131,8 +131,11 @@ class AsyncStrategy(Strategy):
                 setup.components, state_in, optim_in, x_blocks, y_blocks,
                 setup.settings(epoch, w, lr))
             if not self.round_open[w]:
-                lifetimes.release(state_in)
-            if not self.average:
+                # Mid-round: the previous epoch's outputs, read only here.
+                lifetimes.release(state_in, optim_in)
+            elif not self.average:
+                # The worker's own optimizer chain (an averaged one belongs
+                # to the snapshot, released with its round).
                 lifetimes.release(optim_in)
             self.round_open[w] = False
             self.current[w] = state
