@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -34,34 +35,58 @@ needs_emulator = pytest.mark.skipif(
            f"DISLIB_NN_SHARED to the folder that holds them")
 
 
-def run_compss(app, *args, timeout=900):
-    """Run ``apps/APP`` under the emulated ``runcompss``; its JSON report.
+def start_compss(app, *args):
+    """Start ``apps/APP`` under the emulated ``runcompss``.
 
     Like ``runcompss --pythonpath=$PWD``, from the app's folder, with two
-    executors (the two CPUs of the emulated node).
+    executors (the two CPUs of the emulated node). Returns a handle for
+    :func:`report`; runs started together overlap (each emulated run
+    executes its tasks one at a time).
     """
-    env = _clean_env()
-    done = subprocess.run(
-        [sys.executable, EMULATOR, "--executors=2", app, *args],
-        cwd=APPS, env=env, capture_output=True, text=True, timeout=timeout)
-    return _report(done, f"runcompss {app}")
+    return _start([sys.executable, EMULATOR, "--executors=2", app, *args],
+                  f"runcompss {app}")
+
+
+def start_python(app, *args):
+    """Start ``apps/APP`` with plain ``python`` (the local backend)."""
+    return _start([sys.executable, app, *args], f"python {app}")
+
+
+def report(handle, timeout=1800):
+    """The JSON report a started app printed last (it must succeed)."""
+    done, what = _finish(handle, timeout)
+    return _report(done, what)
 
 
 def run_compss_failing(app, *args, timeout=900):
     """Run an app expected to fail: its exit code and standard error."""
-    done = subprocess.run(
-        [sys.executable, EMULATOR, "--executors=2", app, *args],
-        cwd=APPS, env=_clean_env(), capture_output=True, text=True,
-        timeout=timeout)
+    done, _ = _finish(start_compss(app, *args), timeout)
     return done.returncode, done.stderr
 
 
-def run_python(app, *args, timeout=900):
-    """Run ``apps/APP`` with plain ``python`` (the local backend)."""
-    done = subprocess.run(
-        [sys.executable, app, *args], cwd=APPS, env=_clean_env(),
-        capture_output=True, text=True, timeout=timeout)
-    return _report(done, f"python {app}")
+def _start(cmd, what):
+    # Files, not pipes: runs started together are read one after the
+    # other, and a full pipe would stall the others.
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, cwd=APPS, env=_clean_env(), stdout=out,
+                            stderr=err, text=True)
+    return proc, out, err, what
+
+
+def _finish(handle, timeout):
+    proc, out, err, what = handle
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    texts = []
+    for f in (out, err):
+        f.seek(0)
+        texts.append(f.read())
+        f.close()
+    return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                       *texts), what
 
 
 def _clean_env():

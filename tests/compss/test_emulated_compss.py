@@ -8,22 +8,35 @@ does (ending waited futures, tracking by ``id()``, executors that import
 only the task's module, ``-O``) is met for real.
 """
 
+import math
+
 import pytest
 
-from tests.compss._emulator import (needs_emulator, run_compss,
-                                    run_compss_failing, run_python)
+from tests.compss._emulator import (needs_emulator, report,
+                                    run_compss_failing, start_compss,
+                                    start_python)
 
 pytestmark = needs_emulator
 
 
 @pytest.fixture(scope="module")
-def data_reports():
-    return run_python("data_app.py"), run_compss("data_app.py")
+def reports():
+    """Every app, with python and under runcompss, all started at once."""
+    handles = {(app, how): start(app)
+               for app in ("data_app.py", "fit_app.py")
+               for how, start in (("python", start_python),
+                                  ("compss", start_compss))}
+    return {key: report(handle) for key, handle in handles.items()}
 
 
 @pytest.fixture(scope="module")
-def fit_reports():
-    return run_python("fit_app.py"), run_compss("fit_app.py")
+def data_reports(reports):
+    return reports["data_app.py", "python"], reports["data_app.py", "compss"]
+
+
+@pytest.fixture(scope="module")
+def fit_reports(reports):
+    return reports["fit_app.py", "python"], reports["fit_app.py", "compss"]
 
 
 def test_data_app_runs_under_compss_as_on_the_local_backend(data_reports):
@@ -77,6 +90,32 @@ def test_fit_predict_score_under_compss_match_the_local_backend(
                                                  nan_ok=True), name
     assert got["score"] == pytest.approx(expected["score"], rel=1e-6)
     assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+@pytest.mark.parametrize("setting", ["default", "average"])
+def test_asynchronous_fit_predict_score_run_under_compss(fit_reports, kind,
+                                                         setting):
+    # Merges run in whatever order workers finish, so runs need not agree
+    # to the bit; they must run end to end and agree with themselves.
+    local, compss = fit_reports
+    got = compss[f"async-{kind}/{setting}"]
+    expected = local[f"async-{kind}/{setting}"]
+    assert got["weights"].keys() == expected["weights"].keys()
+    assert all(math.isfinite(v) for v in got["weights"].values())
+    assert len(got["history"]) == len(expected["history"])
+    assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
+    assert len(got["predict"]) == len(got["ds_predict"]) == 8
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_asynchronous_with_no_lag_is_synchronous_under_compss(fit_reports,
+                                                              kind):
+    for report in fit_reports:
+        lag0 = report[f"async-{kind}/lag0"]["weights"]
+        sync = report[f"{kind}/default"]["weights"]
+        for key, value in sync.items():
+            assert lag0[key] == pytest.approx(value, rel=1e-5, abs=1e-5)
 
 
 def test_a_failing_script_makes_runcompss_fail():

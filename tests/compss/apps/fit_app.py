@@ -1,6 +1,6 @@
 """A user's training script, as the README shows it: the module in __main__.
 
-Fits each estimator with the default settings, and with
+Fits each estimator (both strategies) with the default settings, and with
 optimizer_state="average", validation and early stopping, on arrays and
 on ds-tensors; predicts and scores. Prints one JSON report: the final
 weights (summed per entry), predictions and scores, so that a run under
@@ -65,12 +65,20 @@ def main():
                     "early_stopping": True, "patience": 1},
     }
     kinds = {"classifier": (dnn.SyncEpochAveragingClassifier, Xc, yc),
-             "regressor": (dnn.SyncEpochAveragingRegressor, Xr, yr)}
+             "regressor": (dnn.SyncEpochAveragingRegressor, Xr, yr),
+             "async-classifier": (dnn.AsyncEpochAveragingClassifier, Xc,
+                                  yc),
+             "async-regressor": (dnn.AsyncEpochAveragingRegressor, Xr, yr)}
     for kind, (Estimator, X, y) in kinds.items():
-        for name, extra in settings.items():
-            est = Estimator(module=MLP, n_epochs=3, batch_size=16,
+        runs = dict(settings)
+        if kind.startswith("async"):
+            # Every epoch from the model with all of the previous epoch's
+            # merges: the synchronous strategy's model, in any merge order.
+            runs["lag0"] = {"max_lag": 0}
+        for name, extra in runs.items():
+            est = Estimator(module=MLP, n_epochs=2, batch_size=16,
                             n_workers=2, random_state=0, **extra)
-            if name == "default":
+            if name != "average":
                 est.fit(X, y)
             else:       # ds-tensors in, as on a cluster
                 est.fit(dnn.from_array(X, n_blocks=2),
