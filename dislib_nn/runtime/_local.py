@@ -89,7 +89,7 @@ class LocalExecutor:
     def dispatch(self, node):
         """Queue a ready node (the engine lock is held)."""
         if self._failure is not None:
-            self.engine.fail(node, self._failure)
+            self.engine.fail(node, self._failure, retryable=False)
             return
         if self._receiver is None:
             self._start()
@@ -130,7 +130,7 @@ class LocalExecutor:
             for worker in self._workers:
                 worker.node = None
             for node in nodes:
-                self.engine.fail(node, exc)
+                self.engine.fail(node, exc, retryable=False)
 
     def _receive_loop(self):
         while True:
@@ -186,9 +186,24 @@ class LocalExecutor:
                 self.engine.fail(node, WorkerDiedError(
                     f"the worker process running task {node.name}() died "
                     f"({_describe_exit(code)}). It may have run out of "
-                    f"memory or crashed in native code; the task was not "
-                    f"retried.", task_name=node.name, exitcode=code))
+                    f"memory or crashed in native code.",
+                    task_name=node.name, exitcode=code))
             self._pump()
+
+    def abort(self):
+        """Drop queued nodes and kill the workers running one (lock held).
+
+        The receiver replaces the killed workers; the engine fails the
+        nodes.
+        """
+        self._ready.clear()
+        for worker in self._workers:
+            if worker.node is not None:
+                worker.node = None
+                try:
+                    worker.process.kill()
+                except (OSError, ValueError):
+                    pass
 
     # ---------------------------------------------------------- shutdown
     def shutdown(self):
