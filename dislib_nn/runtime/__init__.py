@@ -84,6 +84,13 @@ else:
         COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
     from dislib_nn.runtime._task import constraint  # noqa: F401
 
+# Failure management: PyCOMPSs's @on_failure (the real one under COMPSs).
+__all__ += ["on_failure"]
+if _BACKEND == "compss":
+    from dislib_nn.runtime._compss import on_failure  # noqa: F401,E402
+else:
+    from dislib_nn.runtime._task import on_failure  # noqa: F401,E402
+
 from dislib_nn.runtime import _engine as _engine_mod  # noqa: E402
 from dislib_nn.runtime._future import Future as _Future  # noqa: E402
 from dislib_nn.runtime._serialize import shared_empty  # noqa: E402,F401

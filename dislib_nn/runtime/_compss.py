@@ -9,11 +9,12 @@ schedules, transfers, checkpoints and retries the tasks.
 from pycompss.api.api import (compss_barrier, compss_delete_object,
                               compss_wait_on)
 from pycompss.api.constraint import constraint  # noqa: F401
+from pycompss.api.on_failure import on_failure  # noqa: F401
 from pycompss.api.parameter import (  # noqa: F401
     COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
 from pycompss.api.task import task  # noqa: F401
 
-__all__ = ["task", "constraint", "wait_on", "barrier", "delete_object",
+__all__ = ["task", "constraint", "on_failure", "wait_on", "barrier", "delete_object",
            "n_compss_workers", "IN", "INOUT", "COMMUTATIVE",
            "COLLECTION_IN", "COLLECTION_OUT", "Type", "Depth"]
 
