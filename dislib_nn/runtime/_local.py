@@ -16,6 +16,7 @@ is faster to start and also sees tasks defined interactively.
 import collections
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import resource
 import signal
@@ -64,6 +65,12 @@ class LocalExecutor:
             self._context.set_forkserver_preload(
                 ["dislib_nn.runtime._worker", "torch", "torch._dynamo"])
         self._wake_r, self._wake_w = socket.socketpair()
+        # Stop the pool before multiprocessing's own exit handler
+        # terminates daemonic children (in a process that is itself a
+        # multiprocessing child, such as a joblib worker, it runs before
+        # atexit): otherwise the receiver would see its workers die and
+        # start new ones while the interpreter exits.
+        multiprocessing.util.Finalize(None, self.shutdown, exitpriority=100)
         for i in range(self.n_workers):
             self._spawn(i)
         self._receiver = threading.Thread(
@@ -72,8 +79,18 @@ class LocalExecutor:
 
     def _spawn(self, index):
         master_end, worker_end = socket.socketpair()
+        inherited = ()
+        if self.start_method == "fork":
+            # A forked worker holds copies of the master's descriptors;
+            # it closes those that would keep other workers' sockets
+            # open after the master died.
+            inherited = [w.sock.fileno() for w in self._workers
+                         if w.sock.fileno() >= 0]
+            inherited += [master_end.fileno(), self._wake_r.fileno(),
+                          self._wake_w.fileno()]
         process = self._context.Process(
-            target=_worker.main, args=(worker_end, self.threads),
+            target=_worker.main,
+            args=(worker_end, self.threads, os.getpid(), inherited),
             name=f"dislib_nn-worker-{index}", daemon=True)
         process.start()
         worker_end.close()
@@ -137,9 +154,9 @@ class LocalExecutor:
             with self.engine.lock:
                 if self._stopping:
                     return
-                watched = {w.sock: w for w in self._workers}
-                watched.update({w.process.sentinel: w
-                                for w in self._workers})
+                alive = [w for w in self._workers if w.sock.fileno() >= 0]
+                watched = {w.sock: w for w in alive}
+                watched.update({w.process.sentinel: w for w in alive})
             ready = multiprocessing.connection.wait(
                 list(watched) + [self._wake_r])
             for obj in ready:
@@ -170,7 +187,8 @@ class LocalExecutor:
 
     def _died(self, worker):
         with self.engine.lock:
-            if self._stopping or self._workers[worker.index] is not worker:
+            if self._stopping or self._workers[worker.index] is not worker \
+                    or worker.sock.fileno() < 0:
                 return
             worker.process.join(timeout=5)
             code = worker.process.exitcode
@@ -181,7 +199,10 @@ class LocalExecutor:
             try:
                 self._spawn(worker.index)
             except Exception as exc:  # noqa: BLE001 - e.g. fork server gone
+                if node is not None:
+                    self.engine.fail(node, exc, retryable=False)
                 self._broken(exc)
+                return
             if node is not None:
                 self.engine.fail(node, WorkerDiedError(
                     f"the worker process running task {node.name}() died "
@@ -219,13 +240,15 @@ class LocalExecutor:
                     except OSError:
                         pass
             self._wake_w.send(b"x")
+        # The receiver stops before anything it watches is closed.
+        if self._receiver is not threading.current_thread():
+            self._receiver.join(timeout=5)
         for worker in workers:
             worker.process.join(timeout=2 if worker.node is None else 0)
             if worker.process.is_alive():
-                worker.process.terminate()
+                worker.process.kill()
                 worker.process.join(timeout=2)
             worker.sock.close()
-        self._receiver.join(timeout=2)
         self._wake_r.close()
         self._wake_w.close()
 

@@ -1,15 +1,46 @@
-"""The loop a local-backend worker process runs."""
+"""The loop a local-backend worker process runs.
 
+A worker never outlives its master: an idle worker reads end-of-file on
+its socket when the master is gone; a busy one has a watchdog thread
+that sees it; and on Linux, a worker started by the fork server also
+asks the kernel for SIGKILL when the fork server (which exits with the
+master) dies.
+"""
+
+import ctypes
 import os
+import select
 import signal
+import socket
+import sys
+import threading
+import time
 
 from dislib_nn.runtime import _channel, _execute, _serialize
 
+_PR_SET_PDEATHSIG = 1
+_WATCH_INTERVAL_S = 0.5
 
-def main(sock, threads):
-    """Serve tasks from the master on ``sock`` until told to stop."""
+
+def main(sock, threads, master_pid=None, inherited=()):
+    """Serve tasks from the master on ``sock`` until told to stop.
+
+    ``inherited`` are descriptors a forked worker got from the master
+    and must not keep (other workers' sockets: holding them would hide
+    the master's death from those workers).
+    """
     # Ctrl-C reaches the whole process group: the master decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for fd in inherited:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if master_pid is not None and os.getppid() != master_pid:
+        _die_with_parent()
+    busy = threading.Event()
+    threading.Thread(target=_watch_master, args=(sock, busy),
+                     name="dislib_nn-watchdog", daemon=True).start()
     _execute.in_worker = True
     import torch
     torch.set_num_threads(threads)
@@ -20,11 +51,49 @@ def main(sock, threads):
             break
         if message[0].data == STOP.data:
             break
+        busy.set()
         result = _execute.run(message)
+        busy.clear()
         _channel.send(sock, result)
         for payload in message + result:
             payload.close()
     sock.close()
+
+
+def _die_with_parent():
+    """Linux: SIGKILL when the parent (the fork server) exits."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        os._exit(1)         # the parent died before prctl took effect
+
+
+def _watch_master(sock, busy):
+    """While a task runs, exit as soon as the master's end closes.
+
+    The master sends nothing to a busy worker, so a readable socket then
+    means end-of-file: the master died (say, killed with SIGKILL).
+    """
+    while True:
+        busy.wait()
+        try:
+            readable, _, _ = select.select([sock], [], [], _WATCH_INTERVAL_S)
+            if not readable or not busy.is_set():
+                continue
+            data = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            continue
+        except (OSError, ValueError):
+            data = b""
+        if data == b"":
+            os._exit(1)
+        # A message while busy: not expected; do not spin on it.
+        time.sleep(_WATCH_INTERVAL_S)
 
 
 STOP = _serialize.Payload(b"stop")

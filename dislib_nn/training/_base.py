@@ -176,14 +176,14 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         """
         self._validate_params()
         continuing = self.warm_start and self.__sklearn_is_fitted__()
+        saved = _FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
             if not continuing:
                 self._initialize(checked)
             self._fit_epochs(self._prepare(checked), self.n_epochs)
         except BaseException:
-            if not continuing:
-                self._forget_fit()
+            saved.restore()
             raise
         return self
 
@@ -194,6 +194,7 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
     def _partial_fit(self, X, y, classes=None):
         self._validate_params()
         first = not self.__sklearn_is_fitted__()
+        saved = _FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=first,
                                            classes=classes)
@@ -201,8 +202,7 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                 self._initialize(checked)
             self._fit_epochs(self._prepare(checked), 1)
         except BaseException:
-            if first:
-                self._forget_fit()
+            saved.restore()
             raise
         return self
 
@@ -363,6 +363,33 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         for name in ("module_", "history_", "n_epochs_", "classes_",
                      "n_features_in_", "n_workers_", "optimizer_states_"):
             self.__dict__.pop(name, None)
+
+
+class _FitState:
+    """What an estimator holds before ``fit``, to put back if it fails.
+
+    A failed or interrupted fit (KeyboardInterrupt included) leaves the
+    estimator as it was: unfitted after a first fit, with its earlier
+    model, history and optimizer states after a warm start or
+    ``partial_fit``.
+    """
+
+    def __init__(self, est):
+        self.est = est
+        self.attributes = dict(vars(est))
+        history = self.attributes.get("history_")
+        self.history = list(history) if history is not None else None
+        module = self.attributes.get("module_")
+        self.weights = None if module is None else {
+            k: v.detach().clone() for k, v in module.state_dict().items()}
+
+    def restore(self):
+        vars(self.est).clear()
+        vars(self.est).update(self.attributes)
+        if self.history is not None:
+            self.est.history_[:] = self.history
+        if self.weights is not None:
+            self.est.module_.load_state_dict(self.weights)
 
 
 def _materialize(module, sample_shape):
