@@ -21,6 +21,7 @@ import os
 import resource
 import signal
 import socket
+import sys
 import threading
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
@@ -28,19 +29,22 @@ from dislib_nn.runtime import _channel, _worker
 
 
 class _Worker:
-    __slots__ = ("index", "process", "sock", "node")
+    __slots__ = ("index", "process", "sock", "node", "ready")
 
     def __init__(self, index, process, sock):
         self.index = index
         self.process = process
         self.sock = sock
         self.node = None
+        self.ready = False      # said hello: it started without error
 
 
 class LocalExecutor:
     name = "local"
 
     def __init__(self, engine, n_workers, threads, start_method):
+        if start_method != "fork":
+            _check_main_importable()
         self.engine = engine
         self.n_workers = n_workers
         self.threads = threads
@@ -136,11 +140,16 @@ class LocalExecutor:
     def _broken(self, exc):
         # A bug in the master's bookkeeping: fail every running task, and
         # every later one, rather than leave wait_on() hanging.
+        self._unusable(BackendError(
+            f"the local worker pool stopped after an internal error "
+            f"({type(exc).__name__}: {exc}); start a new one with "
+            f"set_backend()."), exc)
+
+    def _unusable(self, failure, exc):
+        """Fail running and queued nodes with ``exc``, later ones with
+        ``failure``."""
         with self.engine.lock:
-            self._failure = BackendError(
-                f"the local worker pool stopped after an internal error "
-                f"({type(exc).__name__}: {exc}); start a new one with "
-                f"set_backend().")
+            self._failure = failure
             nodes = [w.node for w in self._workers if w.node is not None]
             nodes += list(self._ready)
             self._ready.clear()
@@ -176,6 +185,9 @@ class LocalExecutor:
         if result is None:
             self._died(worker)
             return
+        if not worker.ready:
+            worker.ready = True     # the hello message
+            return
         with self.engine.lock:
             if worker.node is not None:
                 # The node stays on the worker until it is recorded, so
@@ -196,6 +208,14 @@ class LocalExecutor:
             if worker in self._idle:
                 self._idle.remove(worker)
             node, worker.node = worker.node, None
+            if not worker.ready and code is not None and code > 0:
+                # It failed while importing the program: so will any
+                # new one, and every task.
+                error = BackendError(_startup_failure(code))
+                if node is not None:
+                    self.engine.fail(node, error, retryable=False)
+                self._unusable(error, error)
+                return
             try:
                 self._spawn(worker.index)
             except Exception as exc:  # noqa: BLE001 - e.g. fork server gone
@@ -251,6 +271,40 @@ class LocalExecutor:
             worker.sock.close()
         self._wake_r.close()
         self._wake_w.close()
+
+
+def _check_main_importable():
+    """Workers import the main script: refuse one they cannot import."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is not None and getattr(main, "__spec__", None) is None \
+            and not os.path.isfile(path):
+        raise BackendError(
+            f"the local backend's workers import the script that started "
+            f"the program, as COMPSs workers do, and this one ({path!r}) "
+            f"is not a file they can import (a script read from standard "
+            f"input?). Save it to a file and run 'python script.py', or "
+            f"call set_backend('local', start_method='fork') (workers then "
+            f"start as copies of this process) or "
+            f"set_backend('sequential').")
+
+
+def _startup_failure(code):
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or "that started the program"
+    if code == _worker.SCRIPT_RUNS_AT_IMPORT:
+        return (f"the local backend's workers could not start: they import "
+                f"the script {script} to find its tasks (as COMPSs workers "
+                f"do), and that import runs tasks itself. Put the code that "
+                f"runs tasks or fits estimators under "
+                f"'if __name__ == \"__main__\":', then run it again.")
+    return (f"a worker process of the local backend failed while starting "
+            f"({_describe_exit(code)}), before running any task; its "
+            f"error is printed above. Workers import the script {script} "
+            f"to find its tasks, as COMPSs workers do: check that it "
+            f"imports without error in a new process, or use "
+            f"set_backend('local', start_method='fork') or "
+            f"set_backend('sequential').")
 
 
 def _describe_exit(code):

@@ -26,6 +26,9 @@ class TaskFunction:
     def __call__(self, *args, **kwargs):
         if _execute._inside_task or _execute.in_worker:
             return self.__wrapped__(*args, **kwargs)
+        from dislib_nn.runtime import _worker
+        if _worker.starting():
+            _worker.refuse_tasks_at_import(self.__qualname__)
         return self._current_engine().submit(self, args, kwargs)
 
     def __reduce__(self):

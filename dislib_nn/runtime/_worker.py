@@ -20,6 +20,9 @@ from dislib_nn.runtime import _channel, _execute, _serialize
 
 _PR_SET_PDEATHSIG = 1
 _WATCH_INTERVAL_S = 0.5
+# Exit status of a starting worker whose import of the user's script
+# submitted tasks (a script without the ``__main__`` guard).
+SCRIPT_RUNS_AT_IMPORT = 86
 
 
 def main(sock, threads, master_pid=None, inherited=()):
@@ -38,6 +41,7 @@ def main(sock, threads, master_pid=None, inherited=()):
             pass
     if master_pid is not None and os.getppid() != master_pid:
         _die_with_parent()
+    _channel.send(sock, [READY])
     busy = threading.Event()
     threading.Thread(target=_watch_master, args=(sock, busy),
                      name="dislib_nn-watchdog", daemon=True).start()
@@ -96,4 +100,31 @@ def _watch_master(sock, busy):
         time.sleep(_WATCH_INTERVAL_S)
 
 
+def starting():
+    """Whether this process is a child still importing the main script.
+
+    multiprocessing's fork server and spawn start a worker by importing
+    the script that started the program (as ``__mp_main__``), as COMPSs
+    workers do; code outside ``if __name__ == "__main__":`` runs then.
+    """
+    import multiprocessing
+    return bool(getattr(multiprocessing.current_process(), "_inheriting",
+                        False))
+
+
+def refuse_tasks_at_import(task_name):
+    """A task call while a worker imports the script: explain, and exit."""
+    script = getattr(sys.modules.get("__mp_main__"), "__file__", None)
+    sys.stderr.write(
+        f"dislib_nn: a new process (a worker of the local backend, or of "
+        f"joblib or multiprocessing) imports the script "
+        f"{script or 'that started the program'} to find the tasks it "
+        f"defines, and that import calls task {task_name}(). Put the code "
+        f"that runs tasks or fits estimators under "
+        f"'if __name__ == \"__main__\":'.\n")
+    sys.stderr.flush()
+    os._exit(SCRIPT_RUNS_AT_IMPORT)
+
+
 STOP = _serialize.Payload(b"stop")
+READY = _serialize.Payload(b"ready")

@@ -67,3 +67,27 @@ def test_master_killed_mid_fit_leaves_no_worker(tmp_path):
     process.kill()
     process.communicate(timeout=60)
     assert wait_until_gone(pool, 60) == []
+
+
+def test_ctrl_c_in_wait_on_cancels_running_and_queued_tasks(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("DISLIB_NN_BACKEND", None)
+    script = os.path.join(ROOT, "tests", "runtime", "scripts",
+                          "interrupt_wait.py")
+    process = subprocess.Popen(
+        [sys.executable, script, str(tmp_path), "local"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    started = lambda: glob.glob(os.path.join(tmp_path, "started-*"))  # noqa
+    wait_for(lambda: len(started()) == 2 or process.poll() is not None,
+             240, "two tasks to start")
+    assert process.poll() is None, process.communicate()[1][-3000:]
+    workers = {int(p.split("-")[-2]) for p in started()}
+    pool = descendants(process.pid)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report == {"cancelled": [True, True, True], "left": [],
+                      "usable": True}
+    assert workers <= set(pool)
+    assert wait_until_gone(pool, 60) == []
