@@ -26,7 +26,7 @@ from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training import _metrics
+from dislib_nn.training import _metrics, _persist
 from dislib_nn.training import _params as p
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords,
@@ -357,6 +357,38 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         return OutputAdapter(
             self._kind, len(getattr(self, "classes_", ())) or None,
             data.y_ndim == 1, first_float_dtype(self.module_))
+
+    # -------------------------------------------------------- persistence
+    def save(self, path):
+        """Write the fitted model's weights and parameters to ``path``.
+
+        The file holds the parameters, the fitted attributes ``predict``
+        needs and the module's ``state_dict`` (not the optimizer states
+        nor any training data); see :meth:`load`.
+        """
+        _persist.save_estimator(self, path)
+
+    def load(self, path):
+        """Load weights saved with :meth:`save`; return ``self``.
+
+        This estimator's parameters build the module that receives the
+        weights (an estimator built with ``module=None`` takes every
+        parameter from the file), so a module of another architecture
+        is refused with an error naming the keys that differ. The file
+        is unpickled: load only files you trust.
+        """
+        return _persist.load_estimator(self, path, self._module_for_load)
+
+    def _module_for_load(self, inferred, sample_shape):
+        self._validate_params()
+        # Sizes fit inferred, for the arguments this module takes.
+        names = inferable_arguments(self.module)
+        inferred = {k: v for k, v in (inferred or {}).items()
+                    if k in names}
+        with torch.random.fork_rng(devices=[]):
+            module = self._components(inferred).build_module()
+            _materialize(module, sample_shape)
+        return module
 
     def _forget_fit(self):
         """Undo a first fit that failed: no half-trained model is left."""
