@@ -25,11 +25,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _metrics, _persist
 from dislib_nn.training import _params as p
 from dislib_nn.training._components import (PREFIXES, Components,
-                                            check_keywords,
+                                            check_keywords, check_step,
                                             first_float_dtype,
                                             inferable_arguments,
                                             split_prefixed)
@@ -179,9 +179,12 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         saved = _FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
+            _check_rows(self, checked["X"])
             if not continuing:
                 self._initialize(checked)
-            self._fit_epochs(self._prepare(checked), self.n_epochs)
+            data = self._prepare(checked)
+            self._check_step(data)
+            self._fit_epochs(data, self.n_epochs)
         except BaseException:
             saved.restore()
             raise
@@ -200,7 +203,9 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                                            classes=classes)
             if first:
                 self._initialize(checked)
-            self._fit_epochs(self._prepare(checked), 1)
+            data = self._prepare(checked)
+            self._check_step(data)
+            self._fit_epochs(data, 1)
         except BaseException:
             saved.restore()
             raise
@@ -243,6 +248,12 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.n_epochs_ = 0
         self.optimizer_states_ = None
         self._velocity = None
+
+    def _check_step(self, data):
+        """Try one sample through the training step before any task."""
+        check_step(self._components(self._inferred), self.module_,
+                   self._output_adapter(data), self._sample_shape,
+                   (1,) + tuple(data.y.shape[1:]), float(self.lr))
 
     # ---------------------------------------------------- fit: the epochs
     def _fit_epochs(self, data, n_epochs):
@@ -395,6 +406,21 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         for name in ("module_", "history_", "n_epochs_", "classes_",
                      "n_features_in_", "n_workers_", "optimizer_states_"):
             self.__dict__.pop(name, None)
+
+
+def _check_rows(est, X):
+    """``fit`` needs two samples, and a row for each worker asked for."""
+    rows = X.shape[0]
+    name = type(est).__name__
+    if rows < 2:
+        raise ShapeError(
+            f"{name}.fit needs at least 2 samples. Got X with {rows} row"
+            f"{'' if rows == 1 else 's'} ({'one sample' if rows == 1 else 'empty'}).")
+    if est.n_workers is not None and est.n_workers > rows:
+        raise InvalidParameterError(
+            f"The 'n_workers' parameter of {name} must be at most the "
+            f"number of samples of X ({rows}): each worker trains on rows "
+            f"of its own. Got {est.n_workers} instead.")
 
 
 class _FitState:

@@ -40,9 +40,18 @@ class FitDataMixin:
             _inputs.check_finite_blocks(X, "X")
         if _inputs.is_ds_tensor(y):
             _inputs.check_finite_blocks(y, "y")
+        if X.shape[0] == 0:
+            raise ShapeError("X is empty: it has 0 rows (samples).")
         self._check_sample_shape(X, reset)
         if self._kind == "classifier":
             self._learn_classes(y, reset, classes)
+            if reset and len(self.classes_) < 2:
+                raise ValueError(
+                    f"y holds one class only "
+                    f"({self.classes_[:1].tolist()[0]!r}): a classifier "
+                    f"needs samples of at least 2 classes. "
+                    f"(partial_fit takes them all in classes= on its "
+                    f"first call.)")
         y_ndim = len(y.shape)
         if self._kind == "regressor":
             if reset:

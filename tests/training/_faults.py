@@ -46,7 +46,11 @@ class VectorLoss(nn.Module):
 
 
 class Recorder(nn.Module):
-    """A linear classifier that counts its forward calls in a file."""
+    """A linear classifier that counts its training forward calls in a file.
+
+    Training runs only in tasks, so an empty log means no training task
+    ran.
+    """
 
     def __init__(self, n_features_in=4, n_classes=2, log=""):
         super().__init__()
@@ -54,7 +58,7 @@ class Recorder(nn.Module):
         self.out = nn.Linear(n_features_in, n_classes)
 
     def forward(self, x):
-        if self.log:
+        if self.log and self.training:
             with open(self.log, "a") as f:
                 f.write("forward\n")
         return self.out(torch.as_tensor(x))
