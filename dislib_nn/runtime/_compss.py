@@ -14,7 +14,8 @@ from pycompss.api.parameter import (  # noqa: F401
     COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
 from pycompss.api.task import task  # noqa: F401
 
-__all__ = ["task", "constraint", "on_failure", "wait_on", "barrier", "delete_object",
+__all__ = ["task", "constraint", "on_failure", "wait_on", "barrier",
+           "delete_object",
            "n_compss_workers", "IN", "INOUT", "COMMUTATIVE",
            "COLLECTION_IN", "COLLECTION_OUT", "Type", "Depth"]
 

@@ -413,9 +413,9 @@ def _check_rows(est, X):
     rows = X.shape[0]
     name = type(est).__name__
     if rows < 2:
+        what = "1 row (one sample)" if rows == 1 else f"{rows} rows"
         raise ShapeError(
-            f"{name}.fit needs at least 2 samples. Got X with {rows} row"
-            f"{'' if rows == 1 else 's'} ({'one sample' if rows == 1 else 'empty'}).")
+            f"{name}.fit needs at least 2 samples. Got X with {what}.")
     if est.n_workers is not None and est.n_workers > rows:
         raise InvalidParameterError(
             f"The 'n_workers' parameter of {name} must be at most the "

@@ -23,7 +23,7 @@ _TRAINING_ONLY = ("module_", "optimizer_states_", "_velocity", "_clock",
 
 
 def save_estimator(est, path):
-    """Write ``est``'s parameters, fitted attributes and weights to ``path``."""
+    """Write ``est``'s parameters, fitted attributes and weights."""
     if not est.__sklearn_is_fitted__():
         raise NotFittedError(
             f"This {type(est).__name__} instance is not fitted yet: there "
