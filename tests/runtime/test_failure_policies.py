@@ -19,8 +19,6 @@ from tests.runtime import failing
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 APP = os.path.join(os.path.dirname(__file__), "scripts", "failure_app.py")
 EMULATOR = os.path.join(ROOT, "..", "shared", "compss-emulator", "run.py")
-if not os.path.exists(EMULATOR):
-    EMULATOR = "/work/shared/compss-emulator/run.py"
 
 pytestmark = pytest.mark.filterwarnings("ignore::dislib_nn.exceptions."
                                         "TaskFailureWarning")

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"),
                                 reason="reads processes from /proc")
 
 
-def _start(folder, backend, case):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def _start(folder, backend, case, start_method="forkserver"):
+    env = dict(os.environ, PYTHONPATH=ROOT,
+               DISLIB_NN_START_METHOD=start_method)
     env.pop("DISLIB_NN_BACKEND", None)
     process = subprocess.Popen(
         [sys.executable, SCRIPT, str(folder), backend, case],
@@ -60,8 +61,9 @@ def test_ctrl_c_stops_fit_and_leaves_the_estimator_as_it_was(
     assert wait_until_gone(pool, 60) == []
 
 
-def test_master_killed_mid_fit_leaves_no_worker(tmp_path):
-    process, task_pids = _start(tmp_path, "local", "first")
+@pytest.mark.parametrize("start_method", ["forkserver", "fork", "spawn"])
+def test_master_killed_mid_fit_leaves_no_worker(tmp_path, start_method):
+    process, task_pids = _start(tmp_path, "local", "first", start_method)
     pool = descendants(process.pid)
     assert task_pids <= set(pool)
     process.kill()
