@@ -19,9 +19,11 @@ from dislib_nn.runtime import _serialize
 # True while a task body runs: a task called from inside a task runs
 # inline, as under COMPSs.
 _inside_task = False
-# True in a worker process of the local backend: task calls made there
-# outside a task body (say, by an unguarded script being imported) also
-# run inline instead of starting a pool of their own.
+# True in a worker process of the local backend once it serves tasks:
+# task calls made there outside a task body (say, by a module the worker
+# imports to find a task) also run inline instead of starting a pool of
+# their own. While the worker starts, an unguarded script that calls
+# tasks is refused instead (see _worker.refuse_tasks_at_import).
 in_worker = False
 
 
