@@ -7,7 +7,7 @@ process (local workers, the sequential backend, a COMPSs executor).
 import os
 import signal
 
-from dislib_nn.runtime import INOUT, on_failure, task
+from dislib_nn.runtime import COMMUTATIVE, INOUT, on_failure, task
 
 
 def count_call(path):
@@ -73,6 +73,13 @@ def flaky_increment(acc, path, n_failures):
     """Changes its INOUT argument, then fails: a retry starts afresh."""
     acc["n"] += 1
     return _raise_first(path, n_failures, acc["n"])
+
+
+@task(returns=0, acc=COMMUTATIVE)
+def flaky_add(acc, path, n_failures, value):
+    """Adds to a COMMUTATIVE argument, then fails on the first calls."""
+    acc["sum"] += value
+    _raise_first(path, n_failures, None)
 
 
 @task(returns=2, on_failure="IGNORE")

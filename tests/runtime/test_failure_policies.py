@@ -14,7 +14,7 @@ import pytest
 from dislib_nn.exceptions import (TaskDefinitionError, TaskError,
                                   TaskFailureWarning, WorkerDiedError)
 from dislib_nn.runtime import INOUT, on_failure, task, wait_on
-from tests.runtime import failing
+from tests.runtime import failing, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 APP = os.path.join(os.path.dirname(__file__), "scripts", "failure_app.py")
@@ -28,7 +28,9 @@ def test_retry_runs_a_failed_task_again(backend, tmp_path):
     path = str(tmp_path / "calls")
     with pytest.warns(TaskFailureWarning, match=r"flaky\(\) failed .*"
                       r"injected failure 1 of 1.*attempt 2 of 2"):
-        assert wait_on(failing.flaky(path, 1, 7)) == 7
+        result = failing.flaky(path, 1, 7)
+        reader = tasks.add(result, 1)
+        assert wait_on(reader) == 8 and wait_on(result) == 7
     assert failing.calls(path) == 2
 
 
@@ -44,6 +46,15 @@ def test_retry_starts_again_from_the_inout_argument(backend, tmp_path):
     acc = {"n": 0}
     result = failing.flaky_increment(acc, str(tmp_path / "calls"), 1)
     assert wait_on(result) == 1 and wait_on(acc) == {"n": 1}
+
+
+def test_retried_commutative_updates_count_once(backend, tmp_path):
+    acc = {"sum": 0}
+    for i, (failures, value) in enumerate([(1, 1), (0, 2), (1, 4), (0, 8)]):
+        failing.flaky_add(acc, str(tmp_path / str(i)), failures, value)
+    assert wait_on(acc) == {"sum": 15}
+    assert [failing.calls(str(tmp_path / str(i))) for i in range(4)] == \
+        [2, 1, 2, 1]
 
 
 def test_fail_does_not_retry(backend, tmp_path):
