@@ -14,6 +14,8 @@ __all__ = [
     "TaskArgumentError",
     "TaskError",
     "WorkerDiedError",
+    "TaskCancelledError",
+    "TaskFailureWarning",
     "BackendError",
     "NotFittedError",
     "InvalidParameterError",
@@ -64,6 +66,19 @@ class WorkerDiedError(DislibNNError, RuntimeError):
         super().__init__(message)
         self.task_name = task_name
         self.exitcode = exitcode
+
+
+class TaskCancelledError(DislibNNError, RuntimeError):
+    """A task was cancelled before it could finish (say, by Ctrl-C)."""
+
+
+class TaskFailureWarning(UserWarning):
+    """A task failed and its ``on_failure`` policy let the program go on.
+
+    Issued when a task is retried, when an ``IGNORE``'d task's outputs
+    take their defaults, and when ``wait_on`` gives ``None`` for the
+    output of an ignored or cancelled task.
+    """
 
 
 class BackendError(DislibNNError, RuntimeError):

@@ -87,6 +87,13 @@ else:
     from dislib_nn.runtime._serialize import shared_empty  # noqa: F401
     from dislib_nn.runtime._task import constraint  # noqa: F401
 
+# Failure management: PyCOMPSs's @on_failure (the real one under COMPSs).
+__all__ += ["on_failure"]
+if _BACKEND == "compss":
+    from dislib_nn.runtime._compss import on_failure  # noqa: F401,E402
+else:
+    from dislib_nn.runtime._task import on_failure  # noqa: F401,E402
+
 from dislib_nn.runtime import _compss_task  # noqa: E402
 from dislib_nn.runtime import _engine as _engine_mod  # noqa: E402
 from dislib_nn.runtime._by_value import by_value  # noqa: E402,F401

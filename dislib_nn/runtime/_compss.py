@@ -12,14 +12,16 @@ import torch
 from pycompss.api.api import (compss_barrier, compss_delete_object,
                               compss_wait_on)
 from pycompss.api.constraint import constraint  # noqa: F401
+from pycompss.api.on_failure import on_failure  # noqa: F401
 from pycompss.api.parameter import (  # noqa: F401
     COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
 from pycompss.api.task import task  # noqa: F401
 
 from dislib_nn.runtime import _compss_task
 
-__all__ = ["task", "constraint", "wait_on", "barrier", "delete_object",
-           "n_compss_workers", "shared_empty", "IN", "INOUT", "COMMUTATIVE",
+__all__ = ["task", "constraint", "on_failure", "wait_on", "barrier",
+           "delete_object", "n_compss_workers", "shared_empty", "IN",
+           "INOUT", "COMMUTATIVE",
            "COLLECTION_IN", "COLLECTION_OUT", "Type", "Depth"]
 
 

@@ -6,18 +6,35 @@ dependencies; an object passed ``INOUT`` gets a new version that later
 readers depend on; tasks sharing a ``COMMUTATIVE`` object run one at a
 time in any order; ``COLLECTION_OUT`` lists are filled with futures. How a
 ready task runs is the executor's business (in-process or on a worker).
+
+A task that fails follows its ``on_failure`` policy, as under COMPSs:
+``RETRY`` runs it again (:data:`RETRY_ATTEMPTS` executions in all),
+``FAIL`` fails it at once, ``IGNORE`` makes its outputs unavailable
+(``None`` at ``wait_on``; a task that reads one fails) and
+``CANCEL_SUCCESSORS`` cancels the tasks that read its outputs (``None``
+at ``wait_on``). An exception raised by an ``IGNORE``'d task's own code
+never reaches the engine: the worker gives the ``@on_failure`` defaults
+as its outputs (see :mod:`._execute`).
 """
 
 import itertools
 import pickle
 import threading
 import traceback
+import warnings
 
-from dislib_nn.exceptions import BackendError
+from dislib_nn.exceptions import (BackendError, TaskCancelledError,
+                                  TaskError, TaskFailureWarning)
 from dislib_nn.runtime import _serialize
 from dislib_nn.runtime._future import (_DONE, _FAILED, _PENDING, Failure,
                                        Future)
 from dislib_nn.runtime._plan import _Group, _Plan, _dump_arguments
+
+# Executions of a RETRY task before it fails: COMPSs resubmits a failed
+# task once to the same node (and reschedules it on other nodes of a
+# cluster); the local backends are one node.
+RETRY_ATTEMPTS = 2
+_MODES = {"IGNORE": "ignored", "CANCEL_SUCCESSORS": "cancelled"}
 
 
 class Engine:
@@ -31,10 +48,21 @@ class Engine:
         self._running = 0
         self._closed = False
         self._ids = itertools.count(1)
+        # Nodes not finished yet: node -> [on_failure, executions so far].
+        self._nodes = {}
+        self._cancelling = False
         self.executor = executor_factory(self)
 
     # ------------------------------------------------------------ submit
     def submit(self, task_fn, args, kwargs):
+        try:
+            return self._submit(task_fn, args, kwargs)
+        except KeyboardInterrupt:
+            # The sequential backend runs tasks here, inline.
+            self.cancel_all()
+            raise
+
+    def _submit(self, task_fn, args, kwargs):
         spec = task_fn.spec
         try:
             bound = spec.signature.bind(*args, **kwargs)
@@ -50,9 +78,12 @@ class Engine:
                          for name, value in bound.arguments.items()}
             header = {"name": spec.name, "function": task_fn,
                       "returns": spec.returns, "outputs": plan.outputs,
-                      "threads": self.executor.threads}
+                      "threads": self.executor.threads,
+                      "on_failure": spec.on_failure,
+                      "defaults": spec.defaults}
             args_payload = _dump_arguments(spec, arguments, plan.slots)
             node = plan.commit(_serialize.dumps(header), args_payload)
+            self._nodes[node] = [spec.on_failure, 0]
             self._running += 1
             self._schedule(node)
         return plan.returned
@@ -60,7 +91,7 @@ class Engine:
     def _schedule(self, node):
         failed = next((f for f in node.waits if f._state == _FAILED), None)
         if failed is not None:
-            self._fail(node, failed._failure.for_dependent(node.name))
+            self._fail_dependent(node, failed._failure)
             return
         for fut in node.waits:
             if fut._state == _PENDING:
@@ -70,6 +101,8 @@ class Engine:
             self._ready(node)
 
     def _ready(self, node):
+        if self._cancelling:
+            return      # cancel_all() fails it
         if any(g.busy for g in node.groups):
             next(g for g in node.groups if g.busy).queue.append(node)
             return
@@ -79,7 +112,8 @@ class Engine:
 
     # ---------------------------------------------------------- dispatch
     def message(self, node):
-        """The payloads a node runs from; releases the node's references."""
+        """The payloads a node runs from (again, when it is retried)."""
+        self._nodes[node][1] += 1
         deps = []
         for dep in node.deps:
             if isinstance(dep, _Group):
@@ -87,11 +121,7 @@ class Engine:
                             else dep.base._payload)
             else:
                 deps.append(dep._payload)
-        message = [node.header, node.args] + deps
-        for dep in node.deps:
-            if isinstance(dep, Future):
-                self._release(dep)
-        return message
+        return [node.header, node.args] + deps
 
     def _release(self, fut):
         fut._consumers -= 1
@@ -102,8 +132,14 @@ class Engine:
     def complete(self, node, result):
         """Record what a node's execution returned (payload list)."""
         with self.lock:
+            if node not in self._nodes:
+                return      # cancelled while it ran
             status = _serialize.loads(result[0])
             if status[0] == "ok":
+                if len(status) > 1:
+                    _warn(f"task {node.name}() raised {status[1]}; "
+                          f"on_failure='IGNORE': its outputs take their "
+                          f"@on_failure defaults (None without one).")
                 for target, payload in zip(node.targets, result[1:]):
                     if isinstance(target, _Group):
                         target.current = payload
@@ -112,17 +148,55 @@ class Engine:
                 self._finish(node)
             else:
                 _, kind, message, remote_tb, exc_data = status
-                self._fail(node, Failure(node.name, kind, message,
-                                         remote_tb, exc_data), ran=True)
+                self._job_failed(node, Failure(node.name, kind, message,
+                                               remote_tb, exc_data))
 
-    def fail(self, node, exc):
-        """A node could not run or its worker died: fail it with ``exc``."""
+    def fail(self, node, exc, retryable=True):
+        """A node could not run or its worker died: fail it with ``exc``.
+
+        ``retryable=False`` when running it again cannot help (the
+        executor itself is broken).
+        """
         with self.lock:
-            failure = Failure(
-                node.name, type(exc).__name__, str(exc),
-                "".join(traceback.format_exception_only(type(exc), exc)),
-                pickle.dumps(exc))
-            self._fail(node, failure, ran=True)
+            if node in self._nodes:
+                self._job_failed(node, _failure_of(node.name, exc),
+                                 retryable=retryable)
+
+    def _job_failed(self, node, failure, ran=True, retryable=True):
+        """Apply ``node``'s on_failure policy to one failed execution."""
+        policy, attempts = self._nodes[node]
+        failure.attempts = max(attempts, 1)
+        what = f"{failure.kind.rpartition('.')[2]}: {failure.message}"
+        if policy == "RETRY" and retryable and attempts < RETRY_ATTEMPTS:
+            _warn(f"task {node.name}() failed ({what}); "
+                  f"on_failure='RETRY': running "
+                  f"it again (attempt {attempts + 1} of {RETRY_ATTEMPTS}).")
+            self.executor.dispatch(node)
+            return
+        failure.mode = _MODES.get(policy, "raise")
+        if failure.mode != "raise":
+            _warn(f"task {node.name}() failed ({what}); "
+                  f"on_failure={policy!r}: its "
+                  f"outputs are {failure.mode}"
+                  + (", and so are the tasks that read them."
+                     if failure.mode == "cancelled" else "."))
+        self._fail(node, failure, ran=ran)
+
+    def _fail_dependent(self, node, failure):
+        """``node`` reads an output of a failed task: it cannot run."""
+        if failure.mode != "ignored":
+            self._fail(node, failure.for_dependent(node.name))
+            return
+        # The IGNORE'd output does not exist: for COMPSs, the reader's
+        # own execution fails, and its own policy applies (a retry
+        # cannot help).
+        exc = TaskError(
+            f"task {node.name}() could not run: it reads an output of "
+            f"task {failure.task}(), which failed ({failure.message}) "
+            f"with on_failure='IGNORE' and no default for it.",
+            task_name=node.name)
+        self._job_failed(node, _failure_of(node.name, exc), ran=False,
+                         retryable=False)
 
     def _resolve(self, fut, payload):
         fut._state = _DONE
@@ -140,10 +214,6 @@ class Engine:
                 target.failure = target.failure or failure
             elif target._state == _PENDING:
                 self._reject(target, failure)
-        if not ran:
-            for dep in node.deps:
-                if isinstance(dep, Future):
-                    self._release(dep)
         self._finish(node, ran=ran)
 
     def _reject(self, fut, failure):
@@ -153,9 +223,14 @@ class Engine:
         for node in waiters:
             if node.pending > 0:
                 node.pending = -1   # never becomes ready
-                self._fail(node, failure.for_dependent(node.name))
+                self._fail_dependent(node, failure)
 
     def _finish(self, node, ran=True):
+        if self._nodes.pop(node, None) is None:
+            return      # already finished (cancelled)
+        for dep in node.deps:
+            if isinstance(dep, Future):
+                self._release(dep)
         for group in node.groups:
             if ran:
                 group.busy = False
@@ -221,17 +296,52 @@ class Engine:
                     f"second wait_on would return the empty future itself: "
                     f"keep and use the value the first wait_on returned.")
             fut._synced = True
-            while fut._state == _PENDING:
-                self.cond.wait()
+            self._sleep_while(lambda: fut._state == _PENDING)
             if fut._state == _FAILED:
-                raise fut._failure.exception()
+                failure = fut._failure
+                if failure.mode == "raise":
+                    raise failure.exception()
+                _warn(f"{fut!r} has no value: task {failure.task}() "
+                      f"failed and its on_failure made its outputs "
+                      f"{failure.mode}; wait_on gives None, as COMPSs "
+                      f"does.")
+                return None
             payload = fut._payload
         return _serialize.loads(payload)
 
     def barrier(self):
         with self.lock:
-            while self._running:
+            self._sleep_while(lambda: self._running)
+
+    def _sleep_while(self, condition):
+        try:
+            while condition():
                 self.cond.wait()
+        except KeyboardInterrupt:
+            self.cancel_all()
+            raise
+
+    def cancel_all(self):
+        """Cancel every unfinished task (after Ctrl-C): none keeps running.
+
+        Their futures raise :class:`TaskCancelledError`; the backend stays
+        usable for new tasks.
+        """
+        with self.lock:
+            self._cancelling = True
+            try:
+                self.executor.abort()
+                for node in list(self._nodes):
+                    if node in self._nodes:
+                        exc = TaskCancelledError(
+                            f"task {node.name}() was cancelled: the "
+                            f"program was interrupted (KeyboardInterrupt) "
+                            f"before it finished.")
+                        self._fail(node, _failure_of(node.name, exc),
+                                   ran=True)
+            finally:
+                self._cancelling = False
+            self.cond.notify_all()
 
     def delete(self, obj):
         with self.lock:
@@ -246,3 +356,13 @@ class Engine:
         with self.lock:
             self._closed = True
         self.executor.shutdown()
+
+
+def _failure_of(task_name, exc):
+    return Failure(task_name, type(exc).__name__, str(exc),
+                   "".join(traceback.format_exception_only(type(exc), exc)),
+                   pickle.dumps(exc))
+
+
+def _warn(message):
+    warnings.warn(message, TaskFailureWarning, stacklevel=2)

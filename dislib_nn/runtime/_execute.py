@@ -19,9 +19,11 @@ from dislib_nn.runtime import _serialize
 # True while a task body runs: a task called from inside a task runs
 # inline, as under COMPSs.
 _inside_task = False
-# True in a worker process of the local backend: task calls made there
-# outside a task body (say, by an unguarded script being imported) also
-# run inline instead of starting a pool of their own.
+# True in a worker process of the local backend once it serves tasks:
+# task calls made there outside a task body (say, by a module the worker
+# imports to find a task) also run inline instead of starting a pool of
+# their own. While the worker starts, an unguarded script that calls
+# tasks is refused instead (see _worker.refuse_tasks_at_import).
 in_worker = False
 
 
@@ -85,8 +87,15 @@ def run(payloads):
         if threads != previous:
             torch.set_num_threads(threads)
         _inside_task = True
+        ignored = None
         try:
             result = fn(*bound.args, **bound.kwargs)
+        except Exception as exc:  # noqa: BLE001 - IGNORE'd, or re-raised
+            if header.get("on_failure") != "IGNORE":
+                raise
+            # As PyCOMPSs's worker does: the task succeeds with the
+            # @on_failure defaults as its outputs.
+            result, ignored = _ignored(header, arguments, exc)
         finally:
             _inside_task = False
             # The sequential backend runs tasks in the master: leave its
@@ -99,7 +108,18 @@ def run(payloads):
         raise
     except BaseException as exc:  # noqa: B902 - the task's error is data
         return _error_status(name, exc)
-    return [_serialize.dumps(("ok",))] + outputs
+    status = ("ok",) if ignored is None else ("ok", ignored)
+    return [_serialize.dumps(status)] + outputs
+
+
+def _ignored(header, arguments, exc):
+    """The result of an IGNORE'd task, and a line saying what it hid."""
+    defaults = header.get("defaults") or {}
+    for param, value in defaults.items():
+        if param != "returns":
+            arguments[param] = value
+    described = f"{type(exc).__name__}: {exc}"
+    return defaults.get("returns"), described
 
 
 def _outputs(header, result, arguments):

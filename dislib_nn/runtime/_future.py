@@ -49,17 +49,22 @@ class Failure:
     """Why a task failed, as data that can be re-raised any number of times."""
 
     def __init__(self, task, kind, message, remote_tb, exc_data,
-                 blocked=None):
+                 blocked=None, mode="raise", attempts=1):
         self.task = task
         self.kind = kind
         self.message = message
         self.remote_tb = remote_tb
         self.exc_data = exc_data
         self.blocked = blocked
+        # "raise": wait_on raises; "ignored" (on_failure IGNORE) and
+        # "cancelled" (CANCEL_SUCCESSORS): wait_on gives None.
+        self.mode = mode
+        self.attempts = attempts
 
     def for_dependent(self, task):
         return Failure(self.task, self.kind, self.message, self.remote_tb,
-                       self.exc_data, blocked=task)
+                       self.exc_data, blocked=task, mode=self.mode,
+                       attempts=self.attempts)
 
     def exception(self):
         exc = None
@@ -75,6 +80,8 @@ class Failure:
                 remote_type=self.kind, remote_traceback=self.remote_tb)
         exc.__cause__ = RemoteTraceback(self.remote_tb)
         note = f"raised by task {self.task}()"
+        if self.attempts > 1:
+            note += f" on each of its {self.attempts} attempts"
         if self.blocked:
             note += (f"; task {self.blocked}() did not run because it "
                      f"depends on that result")

@@ -16,10 +16,12 @@ is faster to start and also sees tasks defined interactively.
 import collections
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import resource
 import signal
 import socket
+import sys
 import threading
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
@@ -27,19 +29,22 @@ from dislib_nn.runtime import _channel, _worker
 
 
 class _Worker:
-    __slots__ = ("index", "process", "sock", "node")
+    __slots__ = ("index", "process", "sock", "node", "ready")
 
     def __init__(self, index, process, sock):
         self.index = index
         self.process = process
         self.sock = sock
         self.node = None
+        self.ready = False      # said hello: it started without error
 
 
 class LocalExecutor:
     name = "local"
 
     def __init__(self, engine, n_workers, threads, start_method):
+        if start_method != "fork":
+            _check_main_importable()
         self.engine = engine
         self.n_workers = n_workers
         self.threads = threads
@@ -64,6 +69,12 @@ class LocalExecutor:
             self._context.set_forkserver_preload(
                 ["dislib_nn.runtime._worker", "torch", "torch._dynamo"])
         self._wake_r, self._wake_w = socket.socketpair()
+        # Stop the pool before multiprocessing's own exit handler
+        # terminates daemonic children (in a process that is itself a
+        # multiprocessing child, such as a joblib worker, it runs before
+        # atexit): otherwise the receiver would see its workers die and
+        # start new ones while the interpreter exits.
+        multiprocessing.util.Finalize(None, self.shutdown, exitpriority=100)
         for i in range(self.n_workers):
             self._spawn(i)
         self._receiver = threading.Thread(
@@ -72,8 +83,18 @@ class LocalExecutor:
 
     def _spawn(self, index):
         master_end, worker_end = socket.socketpair()
+        inherited = ()
+        if self.start_method == "fork":
+            # A forked worker holds copies of the master's descriptors;
+            # it closes those that would keep other workers' sockets
+            # open after the master died.
+            inherited = [w.sock.fileno() for w in self._workers
+                         if w.sock.fileno() >= 0]
+            inherited += [master_end.fileno(), self._wake_r.fileno(),
+                          self._wake_w.fileno()]
         process = self._context.Process(
-            target=_worker.main, args=(worker_end, self.threads),
+            target=_worker.main,
+            args=(worker_end, self.threads, os.getpid(), inherited),
             name=f"dislib_nn-worker-{index}", daemon=True)
         process.start()
         worker_end.close()
@@ -89,7 +110,7 @@ class LocalExecutor:
     def dispatch(self, node):
         """Queue a ready node (the engine lock is held)."""
         if self._failure is not None:
-            self.engine.fail(node, self._failure)
+            self.engine.fail(node, self._failure, retryable=False)
             return
         if self._receiver is None:
             self._start()
@@ -119,27 +140,32 @@ class LocalExecutor:
     def _broken(self, exc):
         # A bug in the master's bookkeeping: fail every running task, and
         # every later one, rather than leave wait_on() hanging.
+        self._unusable(BackendError(
+            f"the local worker pool stopped after an internal error "
+            f"({type(exc).__name__}: {exc}); start a new one with "
+            f"set_backend()."), exc)
+
+    def _unusable(self, failure, exc):
+        """Fail running and queued nodes with ``exc``, later ones with
+        ``failure``."""
         with self.engine.lock:
-            self._failure = BackendError(
-                f"the local worker pool stopped after an internal error "
-                f"({type(exc).__name__}: {exc}); start a new one with "
-                f"set_backend().")
+            self._failure = failure
             nodes = [w.node for w in self._workers if w.node is not None]
             nodes += list(self._ready)
             self._ready.clear()
             for worker in self._workers:
                 worker.node = None
             for node in nodes:
-                self.engine.fail(node, exc)
+                self.engine.fail(node, exc, retryable=False)
 
     def _receive_loop(self):
         while True:
             with self.engine.lock:
                 if self._stopping:
                     return
-                watched = {w.sock: w for w in self._workers}
-                watched.update({w.process.sentinel: w
-                                for w in self._workers})
+                alive = [w for w in self._workers if w.sock.fileno() >= 0]
+                watched = {w.sock: w for w in alive}
+                watched.update({w.process.sentinel: w for w in alive})
             ready = multiprocessing.connection.wait(
                 list(watched) + [self._wake_r])
             for obj in ready:
@@ -159,6 +185,9 @@ class LocalExecutor:
         if result is None:
             self._died(worker)
             return
+        if not worker.ready:
+            worker.ready = True     # the hello message
+            return
         with self.engine.lock:
             if worker.node is not None:
                 # The node stays on the worker until it is recorded, so
@@ -170,7 +199,8 @@ class LocalExecutor:
 
     def _died(self, worker):
         with self.engine.lock:
-            if self._stopping or self._workers[worker.index] is not worker:
+            if self._stopping or self._workers[worker.index] is not worker \
+                    or worker.sock.fileno() < 0:
                 return
             worker.process.join(timeout=5)
             code = worker.process.exitcode
@@ -178,17 +208,43 @@ class LocalExecutor:
             if worker in self._idle:
                 self._idle.remove(worker)
             node, worker.node = worker.node, None
+            if not worker.ready and code is not None and code > 0:
+                # It failed while importing the program: so will any
+                # new one, and every task.
+                error = BackendError(_startup_failure(code))
+                if node is not None:
+                    self.engine.fail(node, error, retryable=False)
+                self._unusable(error, error)
+                return
             try:
                 self._spawn(worker.index)
             except Exception as exc:  # noqa: BLE001 - e.g. fork server gone
+                if node is not None:
+                    self.engine.fail(node, exc, retryable=False)
                 self._broken(exc)
+                return
             if node is not None:
                 self.engine.fail(node, WorkerDiedError(
                     f"the worker process running task {node.name}() died "
                     f"({_describe_exit(code)}). It may have run out of "
-                    f"memory or crashed in native code; the task was not "
-                    f"retried.", task_name=node.name, exitcode=code))
+                    f"memory or crashed in native code.",
+                    task_name=node.name, exitcode=code))
             self._pump()
+
+    def abort(self):
+        """Drop queued nodes and kill the workers running one (lock held).
+
+        The receiver replaces the killed workers; the engine fails the
+        nodes.
+        """
+        self._ready.clear()
+        for worker in self._workers:
+            if worker.node is not None:
+                worker.node = None
+                try:
+                    worker.process.kill()
+                except (OSError, ValueError):
+                    pass
 
     # ---------------------------------------------------------- shutdown
     def shutdown(self):
@@ -204,15 +260,51 @@ class LocalExecutor:
                     except OSError:
                         pass
             self._wake_w.send(b"x")
+        # The receiver stops before anything it watches is closed.
+        if self._receiver is not threading.current_thread():
+            self._receiver.join(timeout=5)
         for worker in workers:
             worker.process.join(timeout=2 if worker.node is None else 0)
             if worker.process.is_alive():
-                worker.process.terminate()
+                worker.process.kill()
                 worker.process.join(timeout=2)
             worker.sock.close()
-        self._receiver.join(timeout=2)
         self._wake_r.close()
         self._wake_w.close()
+
+
+def _check_main_importable():
+    """Workers import the main script: refuse one they cannot import."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is not None and getattr(main, "__spec__", None) is None \
+            and not os.path.isfile(path):
+        raise BackendError(
+            f"the local backend's workers import the script that started "
+            f"the program, as COMPSs workers do, and this one ({path!r}) "
+            f"is not a file they can import (a script read from standard "
+            f"input?). Save it to a file and run 'python script.py', or "
+            f"call set_backend('local', start_method='fork') (workers then "
+            f"start as copies of this process) or "
+            f"set_backend('sequential').")
+
+
+def _startup_failure(code):
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or "that started the program"
+    if code == _worker.SCRIPT_RUNS_AT_IMPORT:
+        return (f"the local backend's workers could not start: they import "
+                f"the script {script} to find its tasks (as COMPSs workers "
+                f"do), and that import runs tasks itself. Put the code that "
+                f"runs tasks or fits estimators under "
+                f"'if __name__ == \"__main__\":', then run it again.")
+    return (f"a worker process of the local backend failed while starting "
+            f"({_describe_exit(code)}), before running any task; its "
+            f"error is printed above. Workers import the script {script} "
+            f"to find its tasks, as COMPSs workers do: check that it "
+            f"imports without error in a new process, or use "
+            f"set_backend('local', start_method='fork') or "
+            f"set_backend('sequential').")
 
 
 def _describe_exit(code):

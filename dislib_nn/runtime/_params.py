@@ -51,6 +51,12 @@ TASK_OPTIONS = frozenset({
 })
 
 
+# on_failure values, as PyCOMPSs spells them: RETRY (the default) runs a
+# failed task again, FAIL stops, IGNORE gives its outputs default values,
+# CANCEL_SUCCESSORS cancels the tasks that read its outputs.
+FAILURE_POLICIES = ("RETRY", "FAIL", "IGNORE", "CANCEL_SUCCESSORS")
+
+
 def _direction(name):
     return _DIRECTIONS[name]
 
@@ -65,6 +71,10 @@ class TaskSpec:
     returns : int
         Number of values the task returns (0 means none). Omitted or 0,
         it is inferred from the function as PyCOMPSs infers it.
+    on_failure : str
+        One of :data:`FAILURE_POLICIES` (``@on_failure`` may change it).
+    defaults : dict
+        ``@on_failure`` defaults: ``returns`` and parameter names.
     directions : dict
         Parameter name to ``(Direction, depth)``; parameters not listed
         are ``IN``.
@@ -80,6 +90,10 @@ class TaskSpec:
         params = self.signature.parameters
         self.returns = _parse_returns(self.name, options.get("returns"),
                                       fn)
+        self.on_failure = _parse_on_failure(
+            self.name, options.get("on_failure", "RETRY"))
+        # What an IGNORE'd task's outputs become: set by @on_failure.
+        self.defaults = {}
         for key, value in options.items():
             if key in TASK_OPTIONS:
                 continue
@@ -92,6 +106,49 @@ class TaskSpec:
 
     def direction(self, param):
         return self.directions.get(param, (IN, 0))
+
+
+def _parse_on_failure(name, value):
+    if value not in FAILURE_POLICIES:
+        raise TaskDefinitionError(
+            f"@task on {name}(): 'on_failure' must be one of "
+            f"{', '.join(map(repr, FAILURE_POLICIES))}. Got {value!r} "
+            f"instead.")
+    return value
+
+
+def check_failure_defaults(spec, management, defaults):
+    """Check ``@on_failure`` keywords against the task they decorate."""
+    name = spec.name
+    if management not in FAILURE_POLICIES:
+        raise TaskDefinitionError(
+            f"@on_failure on {name}(): 'management' must be one of "
+            f"{', '.join(map(repr, FAILURE_POLICIES))}. Got "
+            f"{management!r} instead.")
+    params = [p for p in spec.signature.parameters]
+    unknown = sorted(set(defaults) - set(params) - {"returns"})
+    if unknown:
+        raise TaskDefinitionError(
+            f"@on_failure on {name}() gives defaults for {unknown}, which "
+            f"are neither 'returns' nor parameters of "
+            f"{name}{spec.signature}.")
+    given = [p for p in params if p in defaults]
+    missing = [p for p in params if p not in defaults]
+    if given and missing:
+        # PyCOMPSs's worker looks up a default for every parameter as
+        # soon as one is given: a missing one fails the task for good.
+        raise TaskDefinitionError(
+            f"@on_failure on {name}() gives defaults for {given} but not "
+            f"for {missing}: when any parameter has a default, PyCOMPSs "
+            f"needs one for every parameter (IN ones too).")
+    if "returns" in defaults and spec.returns > 1:
+        value = defaults["returns"]
+        if not isinstance(value, (list, tuple)) or \
+                len(value) != spec.returns:
+            raise TaskDefinitionError(
+                f"@on_failure on {name}(): the default 'returns' of a task "
+                f"with returns={spec.returns} must be a list or tuple of "
+                f"{spec.returns} values. Got {value!r} instead.")
 
 
 def _parse_returns(name, value, fn):

@@ -22,5 +22,8 @@ class SequentialExecutor:
         result = _execute.run(self.engine.message(node))
         self.engine.complete(node, result)
 
+    def abort(self):
+        """Nothing runs outside the caller's own call stack."""
+
     def shutdown(self):
         pass

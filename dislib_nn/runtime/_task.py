@@ -8,8 +8,9 @@ COMPSs.
 
 import functools
 
+from dislib_nn.exceptions import TaskDefinitionError
 from dislib_nn.runtime import _execute
-from dislib_nn.runtime._params import TaskSpec
+from dislib_nn.runtime._params import TaskSpec, check_failure_defaults
 
 
 class TaskFunction:
@@ -25,6 +26,9 @@ class TaskFunction:
     def __call__(self, *args, **kwargs):
         if _execute._inside_task or _execute.in_worker:
             return self.__wrapped__(*args, **kwargs)
+        from dislib_nn.runtime import _worker
+        if _worker.starting():
+            _worker.refuse_tasks_at_import(self.__qualname__)
         return self._current_engine().submit(self, args, kwargs)
 
     def __reduce__(self):
@@ -58,5 +62,30 @@ def constraint(**constraints):
             merged = dict(getattr(fn, "_dislib_nn_constraints", {}))
             merged.update(constraints)
             fn._dislib_nn_constraints = merged
+        return fn
+    return decorate
+
+
+def on_failure(*, management, **defaults):
+    """What happens when a task fails, and what its outputs become.
+
+    PyCOMPSs's ``@on_failure``: put it above ``@task``.
+    ``management`` overrides the task's ``on_failure`` (``"RETRY"``,
+    ``"FAIL"``, ``"IGNORE"`` or ``"CANCEL_SUCCESSORS"``); the other
+    keywords are the values an ``IGNORE``'d task's outputs take:
+    ``returns`` for its result (a list of values when ``returns`` > 1),
+    and a parameter's name for the new value of an ``INOUT`` or
+    ``COLLECTION_OUT`` parameter. Without a default, a result is
+    ``None`` and a parameter keeps the value the task left it in.
+    """
+    def decorate(fn):
+        if not isinstance(fn, TaskFunction):
+            raise TaskDefinitionError(
+                f"@on_failure must be placed above @task (it configures "
+                f"a task); it decorates "
+                f"{getattr(fn, '__qualname__', fn)!r}, which is not one.")
+        check_failure_defaults(fn.spec, management, defaults)
+        fn.spec.on_failure = management
+        fn.spec.defaults = dict(defaults)
         return fn
     return decorate

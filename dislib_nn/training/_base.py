@@ -24,13 +24,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _param_validation as p
-from dislib_nn.training import _seeds
+from dislib_nn.training import _persist, _seeds
 from dislib_nn.training._callbacks import (EarlyStopping, History,
                                            LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
-                                            check_keywords,
+                                            check_keywords, check_step,
                                             first_float_dtype,
                                             inferable_arguments,
                                             split_prefixed)
@@ -188,14 +188,17 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         """
         self._validate_params()
         continuing = self.warm_start and self.__sklearn_is_fitted__()
+        saved = _FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
+            _check_rows(self, checked["X"])
             if not continuing:
                 self._initialize(checked)
-            self._fit_epochs(self._prepare(checked), self.n_epochs)
+            data = self._prepare(checked)
+            self._check_step(data)
+            self._fit_epochs(data, self.n_epochs)
         except BaseException:
-            if not continuing:
-                self._forget_fit()
+            saved.restore()
             raise
         return self
 
@@ -206,15 +209,17 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
     def _partial_fit(self, X, y, classes=None):
         self._validate_params()
         first = not self.__sklearn_is_fitted__()
+        saved = _FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=first,
                                            classes=classes)
             if first:
                 self._initialize(checked)
-            self._fit_epochs(self._prepare(checked), 1)
+            data = self._prepare(checked)
+            self._check_step(data)
+            self._fit_epochs(data, 1)
         except BaseException:
-            if first:
-                self._forget_fit()
+            saved.restore()
             raise
         return self
 
@@ -250,6 +255,14 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.n_epochs_ = 0
         self.optimizer_states_ = None
         self._carried = {}
+
+    def _check_step(self, data):
+        """Try one sample through the training step before any task."""
+        adapter = self._targets.adapter(self, data.y_ndim,
+                                        first_float_dtype(self.module_))
+        check_step(self._components(self._inferred), self.module_, adapter,
+                   self._sample_shape, (1,) + tuple(data.y.shape[1:]),
+                   float(self.lr))
 
     # ---------------------------------------------------- fit: the epochs
     def _fit_epochs(self, data, n_epochs):
@@ -323,11 +336,85 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.optimizer_states_ = carried.pop("optimizer_states", None)
         self._carried = carried
 
+    # -------------------------------------------------------- persistence
+    def save(self, path):
+        """Write the fitted model's weights and parameters to ``path``.
+
+        The file holds the parameters, the fitted attributes ``predict``
+        needs and the module's ``state_dict`` (not the optimizer states
+        nor any training data); see :meth:`load`.
+        """
+        _persist.save_estimator(self, path)
+
+    def load(self, path):
+        """Load weights saved with :meth:`save`; return ``self``.
+
+        This estimator's parameters build the module that receives the
+        weights (an estimator built with ``module=None`` takes every
+        parameter from the file), so a module of another architecture
+        is refused with an error naming the keys that differ. The file
+        is unpickled: load only files you trust.
+        """
+        return _persist.load_estimator(self, path, self._module_for_load)
+
+    def _module_for_load(self, inferred, sample_shape):
+        self._validate_params()
+        # Sizes fit inferred, for the arguments this module takes.
+        names = inferable_arguments(self.module)
+        inferred = {k: v for k, v in (inferred or {}).items()
+                    if k in names}
+        with torch.random.fork_rng(devices=[]):
+            module = self._components(inferred).build_module()
+            _materialize(module, sample_shape)
+        return module
+
     def _forget_fit(self):
         """Undo a first fit that failed: no half-trained model is left."""
         for name in ("module_", "history_", "n_epochs_", "classes_",
                      "n_features_in_", "n_workers_", "optimizer_states_"):
             self.__dict__.pop(name, None)
+
+
+def _check_rows(est, X):
+    """``fit`` needs two samples, and a row for each worker asked for."""
+    rows = X.shape[0]
+    name = type(est).__name__
+    if rows < 2:
+        what = "1 row (one sample)" if rows == 1 else f"{rows} rows"
+        raise ShapeError(
+            f"{name}.fit needs at least 2 samples. Got X with {what}.")
+    if est.n_workers is not None and est.n_workers > rows:
+        raise InvalidParameterError(
+            f"The 'n_workers' parameter of {name} must be at most the "
+            f"number of samples of X ({rows}): each worker trains on rows "
+            f"of its own. Got {est.n_workers} instead.")
+
+
+class _FitState:
+    """What an estimator holds before ``fit``, to put back if it fails.
+
+    A failed or interrupted fit (KeyboardInterrupt included) leaves the
+    estimator as it was: unfitted after a first fit, with its earlier
+    model, history and optimizer states after a warm start or
+    ``partial_fit``.
+    """
+
+    def __init__(self, est):
+        self.est = est
+        self.attributes = dict(vars(est))
+        history = self.attributes.get("history_")
+        self.history = list(history) if history is not None else None
+        module = self.attributes.get("module_")
+        self.weights = None if module is None else {
+            k: v.detach().clone() for k, v in module.state_dict().items()}
+
+    def restore(self):
+        vars(self.est).clear()
+        vars(self.est).update(self.attributes)
+        if self.history is not None:
+            self.est.history_[:] = self.history
+        if self.weights is not None:
+            self.est.module_.load_state_dict(self.weights)
 
 
 def _materialize(module, sample_shape):

@@ -127,6 +127,53 @@ def inferable_arguments(module):
     return tuple(name for name in INFERRED if name in params)
 
 
+def check_step(components, module, adapter, sample_shape, target_shape,
+               lr):
+    """One training step's pieces, tried on the master before any task.
+
+    Builds the optimizer and the criterion, runs one zero sample of
+    ``sample_shape`` through ``module`` (in eval mode, without gradients:
+    nothing changes) and the output check, and computes the loss against
+    a zero target of ``target_shape``. Mistakes (an optimizer that is not
+    one, a module that does not take X's rows, a criterion that does not
+    reduce) raise here, naming what is wrong.
+    """
+    optimizer = components.build_optimizer(list(module.parameters()), lr)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"optimizer {_name(components.optimizer)} must build a "
+            f"torch.optim.Optimizer from (params, lr=...). It returned "
+            f"{_name(optimizer)} instead.")
+    criterion = components.build_criterion()
+    training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            x = torch.zeros((1,) + tuple(sample_shape),
+                            dtype=adapter.x_dtype)
+            target = torch.zeros(tuple(target_shape),
+                                 dtype=adapter.y_dtype())
+            try:
+                output = module(x)
+            except Exception as exc:
+                exc.add_note(
+                    f"raised by the forward of module "
+                    f"{type(module).__name__} on one sample of shape "
+                    f"{tuple(sample_shape)} (the shape of X's rows), which "
+                    f"fit tries before any task runs")
+                raise
+            loss = criterion(adapter(output, criterion, target), target)
+    finally:
+        module.train(training)
+    if not torch.is_tensor(loss) or loss.dim() != 0:
+        got = (f"a tensor of shape {tuple(loss.shape)}"
+               if torch.is_tensor(loss) else f"a {type(loss).__name__}")
+        raise ValueError(
+            f"criterion {_name(components.criterion)} must return a scalar "
+            f"(a 0-d tensor: the batch's mean loss). It returned {got} for "
+            f"a batch of one sample; reduce it (reduction='mean').")
+
+
 def first_float_dtype(module):
     """The dtype of the module's first floating-point parameter or buffer."""
     for tensor in list(module.parameters()) + list(module.buffers()):
@@ -151,6 +198,10 @@ def _build(role, spec, kwargs):
         raise TypeError(
             f"{role} {_name(spec)} could not be built"
             f"{_describe(role, kwargs, first=True)}: {exc}") from exc
+    except Exception as exc:
+        exc.add_note(f"raised while building {role} {_name(spec)}"
+                     f"{_describe(role, kwargs, first=True)}")
+        raise
 
 
 def _name(obj):

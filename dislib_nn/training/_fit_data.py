@@ -43,6 +43,8 @@ class FitDataMixin:
             _inputs.check_finite_blocks(X, "X")
         if _inputs.is_ds_tensor(y):
             _inputs.check_finite_blocks(y, "y")
+        if X.shape[0] == 0:
+            raise ShapeError("X is empty: it has 0 rows (samples).")
         self._check_sample_shape(X, reset)
         self._targets.learn(self, y, reset, classes)
         return {"X": X, "y": y, "y_ndim": len(y.shape)}

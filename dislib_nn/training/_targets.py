@@ -69,6 +69,12 @@ class _Classification:
             estimator.classes_ = _labels.union(parts)
         else:
             estimator.classes_ = np.unique(y)
+        if len(estimator.classes_) < 2:
+            raise ValueError(
+                f"y holds one class only "
+                f"({estimator.classes_[:1].tolist()[0]!r}): a classifier "
+                f"needs samples of at least 2 classes. (partial_fit takes "
+                f"them all in classes= on its first call.)")
 
     def as_ds_tensor(self, estimator, y, block_sizes, np_dtype):
         """Labels as a DsTensor of class indices (by tasks for DsTensors)."""

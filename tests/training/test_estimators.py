@@ -118,8 +118,9 @@ def test_regression_targets_keep_their_shape(n_targets, strategy):
 def test_module_output_that_would_broadcast_is_an_error():
     class_ = _models.MLP
     X, y = _regression()
-    with pytest.raises(ValueError, match=r"output has shape \(16, 3\) but "
-                       r"the targets have shape \(16,\)"):
+    # fit tries one sample before any task runs: a batch of one.
+    with pytest.raises(ValueError, match=r"output has shape \(1, 3\) but "
+                       r"the targets have shape \(1,\)"):
         _reg(module=class_, module__n_outputs=3).fit(X, y)
 
 
@@ -484,8 +485,9 @@ def test_error_in_forward_surfaces_with_its_message_and_task():
     X, y = _classification()
     with pytest.raises(ValueError, match="forward exploded on purpose") as e:
         _clf(module=_models.Broken).fit(X, y)
+    # Found by fit's one-sample check on the master, before any task.
     notes = " ".join(getattr(e.value, "__notes__", []))
-    assert "_train_epoch" in notes
+    assert "raised by the forward of module Broken on one sample" in notes
 
 
 def test_cuda_device_without_a_gpu_is_a_clear_error():

@@ -1,0 +1,190 @@
+"""What users get wrong, thrown at the public API.
+
+Each mistake must raise an error naming it, before any training task
+runs (the module's forward logs every call made in training mode, which
+only training tasks use), and leave the estimator as it was.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import dislib_nn as dnn
+from dislib_nn import (SyncEpochAveragingClassifier,
+                       SyncEpochAveragingRegressor)
+from dislib_nn.exceptions import (InvalidParameterError, NotFittedError,
+                                  ShapeError)
+from dislib_nn.runtime import barrier
+from tests.training._faults import RaisingInit, Recorder, VectorLoss
+from tests.training._models import MLP
+
+rng = np.random.RandomState(0)
+X = rng.randn(20, 4).astype("float32")
+Y = (X[:, 0] > 0).astype(np.int64)
+Y_REG = X[:, 1].copy()
+
+
+def _with(array, index, value):
+    out = array.astype("float32").copy()
+    out[index] = value
+    return out
+
+
+def _clf(log, **params):
+    base = dict(module=Recorder, module__log=str(log), n_epochs=1,
+                n_workers=2, batch_size=4, random_state=0)
+    return SyncEpochAveragingClassifier(**dict(base, **params))
+
+
+def _reg(log, **params):
+    base = dict(module=MLP, n_epochs=1, n_workers=2, batch_size=4,
+                random_state=0)
+    return SyncEpochAveragingRegressor(**dict(base, **params))
+
+
+def _not_callable_optimizer(params, lr):
+    return [p for p in params]
+
+
+# (estimator maker, its parameters, X, y, error, message)
+FIT_MISTAKES = {
+    "strings": (_clf, {}, X.astype("U8"), Y, ValueError,
+                "dtype='numeric' is not compatible with arrays of "
+                "bytes/strings"),
+    "object_array": (_clf, {}, np.array([[1.0, "a", 2.0, 3.0]] * 20,
+                                        dtype=object), Y, ValueError,
+                     "could not convert string to float: 'a'"),
+    "complex": (_clf, {}, X.astype(complex), Y, ValueError,
+                "Complex data not supported"),
+    "nan_in_x": (_clf, {}, _with(X, (3, 1), np.nan), Y, ValueError,
+                 "Input X contains NaN"),
+    "inf_in_x": (_clf, {}, _with(X, (3, 1), np.inf), Y, ValueError,
+                 "Input X contains infinity"),
+    "nan_in_x_ds": (_clf, {}, lambda: dnn.from_array(
+        _with(X, (7, 2), np.nan), block_size=5), Y, ValueError,
+        r"Input X contains NaN or infinity \(in block 1\)"),
+    "inf_in_y_ds": (_reg, {}, X, lambda: dnn.from_array(
+        _with(Y_REG, 3, np.inf), block_size=5), ValueError,
+        r"Input y contains NaN or infinity \(in block 0\)"),
+    "nan_in_y_regressor": (_reg, {}, X, _with(Y_REG, 2, np.nan),
+                           ValueError, "Input y contains NaN"),
+    "nan_label": (_clf, {}, X, _with(Y, 2, np.nan), ValueError,
+                  "Input y contains NaN or infinity"),
+    "x_not_the_module_input": (
+        _clf, {"module__n_features_in": 4}, np.hstack([X, X]), Y,
+        RuntimeError, r"shapes cannot be multiplied \(1x8 and 4x2\)"),
+    "labels_2d": (_clf, {}, X, np.stack([Y, Y], axis=1), ShapeError,
+                  r"one label per sample \(1-D\).*Got shape \(20, 2\)"),
+    "targets_3d": (_reg, {}, X, np.zeros((20, 2, 2)), ValueError,
+                   "Found array with dim 3"),
+    "targets_not_matching_output": (
+        _reg, {"module__n_outputs": 3}, X, Y_REG, ValueError,
+        r"output has shape \(1, 3\) but the targets have shape \(1,\)"),
+    "lengths": (_clf, {}, X, Y[:-1], ShapeError,
+                "same number of samples. Got X with 20 and y with 19"),
+    "empty_array": (_clf, {}, X[:0], Y[:0], ValueError,
+                    r"Found array with 0 sample\(s\)"),
+    "empty_ds_tensor": (_clf, {}, lambda: dnn.from_array(
+        X, block_size=5)[0:0], Y[:0], ShapeError, "X is empty: it has 0 "
+        "rows"),
+    "one_row_ds_tensor": (_reg, {"n_workers": None}, lambda: dnn.from_array(
+        X[:1], block_size=1), Y_REG[:1], ShapeError,
+        r"needs at least 2 samples. Got X with 1 row \(one sample\)"),
+    "one_row_classifier": (_clf, {"n_workers": None}, X[:1], Y[:1],
+                           ValueError, r"one class only \(1\)"),
+    "float_labels": (_clf, {}, X, Y + 0.5, ValueError,
+                     "Unknown label type: continuous"),
+    "one_class": (_clf, {}, X, np.zeros(20, np.int64), ValueError,
+                  r"y holds one class only \(0\): a classifier needs "
+                  r"samples of at least 2 classes"),
+    "more_workers_than_rows": (
+        _clf, {"n_workers": 21}, X, Y, InvalidParameterError,
+        r"'n_workers' parameter .* must be at most the number of samples "
+        r"of X \(20\).* Got 21"),
+    "module_constructor_raises": (_reg, {"module": RaisingInit}, X, Y_REG,
+                                  RuntimeError,
+                                  "RaisingInit cannot be built"),
+    "optimizer_is_a_string": (_clf, {"optimizer": "sgd"}, X, Y,
+                              InvalidParameterError,
+                              r"'optimizer' parameter .* Got 'sgd'"),
+    "optimizer_is_a_module": (_clf, {"optimizer": torch.nn.Linear}, X, Y,
+                              TypeError, r"optimizer Linear could not be "
+                              r"built with lr=0.01"),
+    "optimizer_returns_a_list": (
+        _clf, {"optimizer": _not_callable_optimizer}, X, Y, TypeError,
+        r"optimizer _not_callable_optimizer must build a "
+        r"torch.optim.Optimizer .* It returned list"),
+    "criterion_not_reduced": (
+        _clf, {"criterion": VectorLoss}, X, Y, ValueError,
+        r"criterion VectorLoss must return a scalar .* It returned a "
+        r"tensor of shape \(1,\)"),
+}
+
+
+def _value(v):
+    return v() if callable(v) else v
+
+
+def _training_forwards(log):
+    if not os.path.exists(log):
+        return 0
+    with open(log) as f:
+        return f.read().count("forward")
+
+
+@pytest.mark.parametrize("case", list(FIT_MISTAKES))
+def test_fit_mistake_is_named_before_training(case, backend, tmp_path):
+    make, params, x, y, error, match = FIT_MISTAKES[case]
+    log = tmp_path / "forwards.log"
+    est = make(log, **params)
+    before = dict(vars(est))
+    with pytest.raises(error, match=match):
+        est.fit(_value(x), _value(y))
+    barrier()       # nothing left running
+    assert _training_forwards(log) == 0
+    assert vars(est).keys() == before.keys()
+    assert all(vars(est)[k] is v for k, v in before.items())
+
+
+def test_bad_input_to_a_warm_start_leaves_the_model(backend, tmp_path):
+    log = tmp_path / "forwards.log"
+    est = _clf(log).fit(X, Y)
+    est.set_params(warm_start=True)
+    weights = {k: v.clone() for k, v in est.module_.state_dict().items()}
+    history = list(est.history_)
+    forwards = _training_forwards(log)
+    for x, y, match in ((_with(X, (0, 0), np.inf), Y, "infinity"),
+                        (X[:, :3], Y, "X has 3 features, but "
+                         "SyncEpochAveragingClassifier is expecting 4"),
+                        (X, np.full(20, 7), "labels that were not seen")):
+        with pytest.raises(ValueError, match=match):
+            est.fit(x, y)
+        with pytest.raises(ValueError, match=match):
+            est.partial_fit(x, y)
+    assert _training_forwards(log) == forwards
+    assert est.history_ == history and est.n_epochs_ == 1
+    for key, value in est.module_.state_dict().items():
+        assert torch.equal(value, weights[key])
+
+
+def test_predict_before_fit(tmp_path):
+    est = _clf(tmp_path / "log")
+    for method in (est.predict, est.predict_proba):
+        with pytest.raises(NotFittedError, match="is not fitted yet"):
+            method(X)
+    assert not hasattr(est, "module_")
+
+
+@pytest.mark.parametrize("as_ds", [False, True])
+def test_predict_with_the_wrong_number_of_features(as_ds, backend,
+                                                   tmp_path):
+    est = _clf(tmp_path / "log").fit(X, Y)
+    x = dnn.from_array(X[:, :3], block_size=5) if as_ds else X[:, :3]
+    with pytest.raises(ValueError, match="X has 3 features, but "
+                       "SyncEpochAveragingClassifier is expecting 4 "
+                       "features as input"):
+        est.predict(x)
+    with pytest.raises(ValueError, match="X has 3 features"):
+        est.score(x, Y)
