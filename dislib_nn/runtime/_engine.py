@@ -295,8 +295,9 @@ class Engine:
                     f"(their data is deleted and no longer tracked), so a "
                     f"second wait_on would return the empty future itself: "
                     f"keep and use the value the first wait_on returned.")
-            fut._synced = True
             self._sleep_while(lambda: fut._state == _PENDING)
+            # Only a wait that ended resolves it (Ctrl-C may interrupt).
+            fut._synced = True
             if fut._state == _FAILED:
                 failure = fut._failure
                 if failure.mode == "raise":
