@@ -2,8 +2,9 @@
 
 from_ds_array reads only a ds-array's attributes, so most tests use a
 stand-in with dislib's layout; the last ones use dislib itself (installed
-with ``pip install --no-deps dislib``) over the PyCOMPSs test double, and
-are skipped when dislib is absent.
+with ``pip install --no-deps dislib``) over PyCOMPSs's real binding from
+``shared/`` (outside runcompss its tasks run inline), and are skipped
+when dislib or the binding is absent.
 """
 
 import os
