@@ -71,6 +71,7 @@ def plot_history(estimator, ax=None):
                                label=key)
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
+    ax.xaxis.set_major_locator(_integer_locator())
     epochs, scores = _series(history, "valid_score")
     if epochs:
         twin = ax.twinx()
@@ -120,6 +121,11 @@ def _pyplot():
             "Install the plot extra: pip install dislib-nn[plot] (or "
             "pip install matplotlib).") from error
     return plt
+
+
+def _integer_locator():
+    from matplotlib.ticker import MaxNLocator
+    return MaxNLocator(integer=True)
 
 
 def _series(history, key):
