@@ -11,10 +11,10 @@ error if that exceeds the budget.
 
     python examples/large_dataset_npy.py             # 256 MiB of data, 64 MiB budget
     python examples/large_dataset_npy.py --tiny      # 32 MiB, 16 MiB budget
-    python examples/large_dataset_npy.py --rows 4194304 --dir /scratch  # 1 GiB
+    python examples/large_dataset_npy.py --rows 4194304 --out /scratch  # 1 GiB
 
 ``--tiny`` (or ``DISLIB_NN_EXAMPLE_TINY=1``) writes 131 072 rows and
-trains one epoch. Under COMPSs, ``--dir`` must be on a file system the
+trains one epoch. Under COMPSs, ``--out`` must be on a file system the
 workers see.
 """
 
@@ -101,9 +101,9 @@ def main(argv=None):
                         help="rows of 64 float32 features (256 bytes each)")
     parser.add_argument("--budget-mib", type=float, default=None,
                         help="memory the master may add while training")
-    parser.add_argument("--dir", default=None,
-                        help="folder for the files (default: a new "
-                             "temporary folder, removed at the end)")
+    parser.add_argument("--out", default=None,
+                        help="folder for the .npy files, kept (default: a "
+                             "new temporary folder, removed at the end)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     n_rows = args.rows or (131072 if args.tiny else 1048576)
@@ -111,7 +111,7 @@ def main(argv=None):
     epochs = 1 if args.tiny else 2
     seed = 0
 
-    folder = args.dir or tempfile.mkdtemp(prefix="dislib_nn_npy_")
+    folder = args.out or tempfile.mkdtemp(prefix="dislib_nn_npy_")
     try:
         t0 = time.perf_counter()
         x_path, y_path = write_data(folder, n_rows, seed)
@@ -151,7 +151,7 @@ def main(argv=None):
               f"were loaded, shuffled, trained on and scored (budget "
               f"{budget:.0f} MiB)")
     finally:
-        if args.dir is None:
+        if args.out is None:
             shutil.rmtree(folder, ignore_errors=True)
     if not measured:
         print("(peak not measured: /proc/self/clear_refs is not writable)")
