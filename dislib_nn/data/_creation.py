@@ -7,7 +7,7 @@ from dislib_nn.data import _tasks
 from dislib_nn.data import _validation as v
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.runtime import n_workers, shared_empty
+from dislib_nn.runtime import delete_object, n_workers, shared_empty
 
 
 def from_array(data, block_size=None, n_blocks=None):
@@ -53,6 +53,9 @@ def from_array(data, block_size=None, n_blocks=None):
         else:
             block.copy_(data[bounds[i]:bounds[i + 1]].detach())
         blocks.append(_tasks._to_block(block))
+        # The runtime keeps its own copy of the argument (under COMPSs, a
+        # file it tracks): let it go once the task has read it.
+        delete_object(block)
     return DsTensor._from_blocks(blocks, sizes, sample, dtype)
 
 

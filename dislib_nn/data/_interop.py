@@ -15,7 +15,7 @@ from dislib_nn.data import _tasks
 from dislib_nn.data import _validation as v
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.runtime import backend_name, wait_on
+from dislib_nn.runtime import uses_pycompss, wait_on
 
 _DS_ARRAY_ATTRIBUTES = ("_blocks", "_top_left_shape", "_reg_shape", "shape")
 
@@ -75,7 +75,7 @@ def to_ds_array(x):
         sizes = x.block_sizes
     features = int(np.prod(x.sample_shape, dtype=np.int64))
     blocks = [_tasks._to_numpy_2d(b) for b in x._blocks]
-    if backend_name() != "compss":
+    if not uses_pycompss():
         blocks = wait_on(blocks)
     reg = sizes[1] if len(sizes) > 1 else sizes[0]
     return Array([[b] for b in blocks], top_left_shape=(sizes[0], features),

@@ -28,11 +28,13 @@ import numpy as np
 
 from dislib_nn.data import _rows, _tasks
 from dislib_nn.data import _validation as v
+from dislib_nn.data._lifetime import release
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.runtime import backend_name, n_workers, wait_on
+from dislib_nn.runtime import blocks_share_memory, n_workers, wait_on
 
 # "gather" (one pass; all blocks in one memory), "pieces" (two passes;
-# each row moves once) or None: "pieces" under COMPSs, "gather" elsewhere.
+# each row moves once) or None: "gather" where blocks share one machine's
+# memory (local, sequential), "pieces" elsewhere (COMPSs).
 _STRATEGY = None
 
 # How many times partition redraws Dirichlet proportions that leave a
@@ -198,9 +200,9 @@ def partition(x, y, n_parts, alpha=None, random_state=None):
                                      float(alpha), rng)
         counts = _draw_class_counts(per_block, targets, rng)
     x2 = _move(x, counts, labels, seeds)
-    if y is None:
-        return x2
-    return x2, _move(y, counts, labels, seeds)
+    y2 = None if y is None else _move(y, counts, labels, seeds)
+    release(labels)
+    return x2 if y is None else (x2, y2)
 
 
 # ------------------------------------------------------------- the plan
@@ -282,39 +284,58 @@ def _labels(y):
 
 # --------------------------------------------------------- the movement
 def _move(x, counts, labels, seeds):
-    """The rows of ``x`` moved as ``counts`` says (see the module doc)."""
+    """The rows of ``x`` moved as ``counts`` says (see the module doc).
+
+    Every intermediate (the index plans, the pieces) is released as soon
+    as the tasks that read it are submitted: nothing of a shuffle stays
+    with the runtime but the output blocks.
+    """
     n_in, n_out, _ = counts.shape
     split_seeds, merge_seeds = seeds
     index = []
     for i in range(n_in):
-        row = [None] * n_out
+        row = _placeholders(n_out)
         _tasks._split_index(None if labels is None else labels[i],
                             counts[i], split_seeds[i], row)
         index.append(row)
-    strategy = _STRATEGY or ("pieces" if backend_name() == "compss"
-                             else "gather")
-    if strategy == "gather":
+    if _one_pass():
         blocks = [None] * n_out
         per_task = -(-n_out // n_workers())
         for start in range(0, n_out, per_task):
             group = range(start, min(start + per_task, n_out))
-            out = [None] * len(group)
+            out = _placeholders(len(group))
             _tasks._shuffle_gather(
                 x._blocks, [[index[i][j] for i in range(n_in)]
                             for j in group],
                 [merge_seeds[j] for j in group], out)
             blocks[start:start + len(group)] = out
+        release(index)
     else:
         pieces = []
         for i in range(n_in):
-            row = [None] * n_out
+            row = _placeholders(n_out)
             _tasks._split(x._blocks[i], index[i], row)
             pieces.append(row)
+        release(index)
         blocks = [_tasks._merge([pieces[i][j] for i in range(n_in)],
                                 merge_seeds[j])
                   for j in range(n_out)]
+        release(pieces)
     sizes = tuple(int(s) for s in counts.sum(axis=(0, 2)))
     return _rows._like(x, blocks, sizes)
+
+
+def _one_pass():
+    if _STRATEGY is None:
+        return blocks_share_memory()
+    return _STRATEGY == "gather"
+
+
+def _placeholders(n):
+    """A COLLECTION_OUT list: ``n`` distinct objects that stand for the
+    outputs (COMPSs tracks them by ``id()``; ``None`` would be one datum
+    for all of them, and could not be rebuilt on the worker)."""
+    return [object() for _ in range(n)]
 
 
 def _n_test(test_size, n_rows):

@@ -7,8 +7,9 @@ import torch
 
 from dislib_nn.data import _rows, _tasks
 from dislib_nn.data import _validation as v
+from dislib_nn.data._lifetime import leases_for
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.runtime import n_workers, wait_on
+from dislib_nn.runtime import by_value, n_workers, wait_on
 
 
 class DsTensor:
@@ -17,7 +18,9 @@ class DsTensor:
     Block ``i`` holds ``block_sizes[i]`` consecutive samples as a CPU
     ``torch.Tensor``. Blocks are futures of the task runtime: they live
     where the tasks that made them ran, and the master holds only their
-    geometry until :meth:`collect` is called. Build one with
+    geometry until :meth:`collect` is called. Blocks made by dislib_nn
+    are released when the last DsTensor holding them is garbage; blocks
+    given to this constructor stay the caller's. Build one with
     :func:`from_array`, :func:`load_npy`, :func:`load_npy_files`,
     :func:`random`, :func:`zeros` or :func:`from_ds_array`.
 
@@ -53,6 +56,8 @@ class DsTensor:
                 f"sizes {v.short_sizes(sizes)}.")
         v.explicit_sizes(sum(sizes), sizes, "DsTensor")
         self._blocks = blocks
+        # Blocks given here are the caller's: never released by us.
+        self._leases = leases_for(blocks, owned=False)
         self._block_sizes = tuple(int(s) for s in sizes)
         self._sample_shape = v.sample_shape(sample_shape, "sample_shape",
                                             "DsTensor")
@@ -60,9 +65,14 @@ class DsTensor:
 
     @classmethod
     def _from_blocks(cls, blocks, block_sizes, sample_shape, dtype):
-        """Wrap blocks whose geometry the caller vouches for (no task)."""
+        """Wrap blocks whose geometry the caller vouches for (no task).
+
+        New futures among ``blocks`` become the library's: released when
+        no DsTensor holds them any more (see ``_lifetime``).
+        """
         self = cls.__new__(cls)
         self._blocks = list(blocks)
+        self._leases = leases_for(self._blocks, owned=True)
         self._block_sizes = tuple(block_sizes)
         self._sample_shape = tuple(sample_shape)
         self._dtype = dtype
@@ -109,8 +119,12 @@ class DsTensor:
         """The whole tensor, on the master, as one CPU ``torch.Tensor``."""
         if not self._blocks:
             return torch.empty(self.shape, dtype=self._dtype)
-        blocks = wait_on(list(self._blocks))
-        return torch.cat([torch.as_tensor(b) for b in blocks])
+        # Waiting on the blocks themselves would end them (COMPSs deletes
+        # the data of every future wait_on resolves): a task copies them
+        # into one tensor, and only that copy is waited for.
+        whole = _tasks._assemble(list(self._blocks),
+                                 [(0, n) for n in self._block_sizes])
+        return torch.as_tensor(wait_on(whole))
 
     def map_blocks(self, fn, *others):
         """A new DsTensor of ``fn(block, *other_blocks)``, block by block.
@@ -145,6 +159,8 @@ class DsTensor:
                     f"rechunk(x.block_sizes) aligns them.")
         tensors = (self,) + others
         meta = _probe(fn, tensors)
+        # A function from the user's script or notebook travels by value.
+        fn = by_value(fn)
         blocks = []
         for i in range(self.n_blocks):
             aligned = [t._blocks[i] for t in tensors]

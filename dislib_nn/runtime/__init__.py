@@ -36,7 +36,8 @@ __all__ = [
     "task", "constraint", "wait_on", "barrier", "delete_object",
     "IN", "INOUT", "COMMUTATIVE", "COLLECTION_IN", "COLLECTION_OUT",
     "Type", "Depth", "set_backend", "backend_name", "n_workers",
-    "shared_empty",
+    "shared_empty", "by_value", "blocks_share_memory", "uses_pycompss",
+    "task_threads", "task_cuda_devices", "gpus_per_task",
 ]
 
 _BACKENDS = ("local", "sequential", "compss")
@@ -78,15 +79,18 @@ _BACKEND = _env_choice()
 if _BACKEND == "compss":
     from dislib_nn.runtime._compss import (  # noqa: F401
         COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type,
-        barrier, constraint, delete_object, n_compss_workers, task, wait_on)
+        barrier, constraint, delete_object, n_compss_workers, shared_empty,
+        task, wait_on)
 else:
     from dislib_nn.runtime._params import (  # noqa: F401
         COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
+    from dislib_nn.runtime._serialize import shared_empty  # noqa: F401
     from dislib_nn.runtime._task import constraint  # noqa: F401
 
+from dislib_nn.runtime import _compss_task  # noqa: E402
 from dislib_nn.runtime import _engine as _engine_mod  # noqa: E402
+from dislib_nn.runtime._by_value import by_value  # noqa: E402,F401
 from dislib_nn.runtime._future import Future as _Future  # noqa: E402
-from dislib_nn.runtime._serialize import shared_empty  # noqa: E402,F401
 
 _lock = threading.Lock()
 _engine = None
@@ -226,10 +230,54 @@ def backend_name():
 
 
 def n_workers():
-    """How many tasks the backend can run at the same time."""
-    if _BACKEND == "compss":
-        return n_compss_workers()
+    """How many tasks the backend can run at the same time.
+
+    ``DISLIB_NN_WORKERS`` (or ``set_backend(..., n_workers=)`` locally)
+    overrides it on every backend. Under COMPSs it is the worker nodes
+    times the training tasks each holds (see ``docs/hpc.md``).
+    """
     if _BACKEND == "sequential":
         return 1
+    if _settings["n_workers"]:
+        return _settings["n_workers"]
+    if _BACKEND == "compss":
+        return n_compss_workers()
     from dislib_nn.runtime._local import default_workers
-    return _settings["n_workers"] or default_workers()
+    return default_workers()
+
+
+def blocks_share_memory():
+    """Whether every task runs on this machine, so that any task can read
+    any block without a transfer (the local and sequential backends)."""
+    return _BACKEND != "compss"
+
+
+def uses_pycompss():
+    """Whether the names of this module are PyCOMPSs's own (inside
+    ``runcompss`` / ``enqueue_compss``): then dislib's own tasks, say,
+    can take our futures."""
+    return _BACKEND == "compss"
+
+
+def task_threads():
+    """CPU threads the runtime gave the running task, or None.
+
+    Under COMPSs, the computing units of the task's constraint; the local
+    backends set torch's thread count themselves and return None.
+    """
+    return _compss_task.task_threads() if _BACKEND == "compss" else None
+
+
+def task_cuda_devices():
+    """CUDA indices the running task may use, or None for "any visible".
+
+    Under COMPSs, the GPUs its constraint was given, mapped to this
+    process's CUDA indices (``[]``: none, run on the CPU, even on a node
+    with GPUs). The local backends do not assign GPUs: None.
+    """
+    return _compss_task.cuda_devices() if _BACKEND == "compss" else None
+
+
+def gpus_per_task():
+    """GPUs a training task asks the runtime for (0 outside COMPSs)."""
+    return _compss_task.gpus_per_task() if _BACKEND == "compss" else 0

@@ -213,6 +213,14 @@ class Engine:
             if fut._deleted:
                 raise BackendError(f"{fut!r} was deleted with "
                                    f"delete_object(); it has no value.")
+            if fut._synced:
+                raise BackendError(
+                    f"{fut!r} was already resolved by an earlier wait_on. "
+                    f"Under COMPSs, wait_on ends the futures it resolves "
+                    f"(their data is deleted and no longer tracked), so a "
+                    f"second wait_on would return the empty future itself: "
+                    f"keep and use the value the first wait_on returned.")
+            fut._synced = True
             while fut._state == _PENDING:
                 self.cond.wait()
             if fut._state == _FAILED:

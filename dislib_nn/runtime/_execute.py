@@ -134,7 +134,7 @@ def _outputs(header, result, arguments):
 
 def _dump_output(name, value):
     try:
-        return _serialize.dumps(value)
+        return _serialize.dumps(value, check_main=False)
     except _serialize.HiddenFuture:
         raise TypeError(
             f"task {name}() returned a future; a task returns values.") \

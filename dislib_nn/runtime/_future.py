@@ -16,7 +16,8 @@ class Future:
 
     _dislib_nn_future = True
     __slots__ = ("_engine", "_task", "_state", "_payload", "_failure",
-                 "_waiters", "_consumers", "_deleted", "__weakref__")
+                 "_waiters", "_consumers", "_deleted", "_synced",
+                 "__weakref__")
 
     def __init__(self, engine, task_name):
         self._engine = engine
@@ -27,6 +28,7 @@ class Future:
         self._waiters = []
         self._consumers = 0
         self._deleted = False
+        self._synced = False    # resolved by wait_on: ended, as in COMPSs
 
     def __repr__(self):
         return f"<Future of task {self._task}(): {self._state}>"

@@ -5,7 +5,10 @@ task written for dislib_nn reads exactly as a PyCOMPSs task. Under the
 compss backend the real pycompss objects replace these.
 """
 
+import ast
 import inspect
+import textwrap
+import typing
 
 from dislib_nn.exceptions import TaskDefinitionError
 
@@ -60,7 +63,8 @@ class TaskSpec:
     name : str
         The function's qualified name, used in every error message.
     returns : int
-        Number of values the task returns (0 means none).
+        Number of values the task returns (0 means none). Omitted or 0,
+        it is inferred from the function as PyCOMPSs infers it.
     directions : dict
         Parameter name to ``(Direction, depth)``; parameters not listed
         are ``IN``.
@@ -74,12 +78,8 @@ class TaskSpec:
         self.constraints = {}
         self.directions = {}
         params = self.signature.parameters
-        if "returns" not in options:
-            raise TaskDefinitionError(
-                f"@task on {self.name}() must give 'returns' explicitly "
-                f"(returns=0 for a task without result): PyCOMPSs would "
-                f"guess it from the source, so be explicit.")
-        self.returns = _parse_returns(self.name, options["returns"])
+        self.returns = _parse_returns(self.name, options.get("returns"),
+                                      fn)
         for key, value in options.items():
             if key in TASK_OPTIONS:
                 continue
@@ -94,12 +94,67 @@ class TaskSpec:
         return self.directions.get(param, (IN, 0))
 
 
-def _parse_returns(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+def _parse_returns(name, value, fn):
+    """The number of results, read as PyCOMPSs's master reads ``returns``.
+
+    An int is a count; a type means one result; a tuple or list of types
+    one result per entry. Omitted, ``None``, ``0`` or ``False`` all mean
+    "not given": PyCOMPSs then looks at the function itself (see
+    :func:`_inferred_returns`), and so do we, so that a PyCOMPSs task runs
+    here unchanged.
+    """
+    if value is None or value is False or (
+            isinstance(value, int) and not isinstance(value, bool)
+            and value == 0):
+        return _inferred_returns(fn)
+    if isinstance(value, bool) or (isinstance(value, int) and value < 0):
         raise TaskDefinitionError(
-            f"@task on {name}(): 'returns' must be an int >= 0. "
-            f"Got {value!r} instead.")
-    return value
+            f"@task on {name}(): 'returns' must be an int >= 0, a type or "
+            f"a tuple of types. Got {value!r} instead.")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, type):
+        return 1
+    if isinstance(value, (tuple, list)):
+        return len(value)
+    raise TaskDefinitionError(
+        f"@task on {name}(): 'returns' must be an int >= 0, a type or a "
+        f"tuple of types. Got {value!r} instead.")
+
+
+def _inferred_returns(fn):
+    """How many results PyCOMPSs gives a task declared without ``returns``.
+
+    Its rule (``update_return_if_no_returns`` in the master): a return
+    type hint gives ``len(hint)`` results, or one when the hint has no
+    length (``-> None`` included); otherwise every ``return`` statement
+    in the source counts, a bare ``return`` too: none gives 0 results, a
+    tuple of n values gives n (the largest n found), anything else 1.
+    """
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolvable hints: read the source
+        hints = {}
+    if "return" in hints:
+        hint = hints["return"]
+        try:
+            return len(hint) if hasattr(hint, "__len__") else 1
+        except TypeError:
+            return 1
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise TaskDefinitionError(
+            f"@task on {fn.__qualname__}() gives no 'returns', and its "
+            f"source cannot be read to infer it (PyCOMPSs reads the "
+            f"source too). Give returns= explicitly.") from None
+    returns = [node for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Return)]
+    if not returns:
+        return 0
+    widths = [len(node.value.elts) for node in returns
+              if isinstance(node.value, (ast.Tuple, ast.List, ast.Set))]
+    return max(widths) if widths else 1
 
 
 def _parse_direction(name, param, value):

@@ -65,6 +65,7 @@ class _Plan:
         self.outputs = []
         self.effects = []
         self.returned = None
+        self._placeholder_ids = {}
 
     def _dep(self, fut):
         if id(fut) not in self.slots:
@@ -72,6 +73,14 @@ class _Plan:
                 raise TaskArgumentError(
                     f"task {self.spec.name}() got {fut!r}, which was "
                     f"deleted with delete_object().")
+            if fut._synced:
+                raise TaskArgumentError(
+                    f"task {self.spec.name}() got {fut!r}, which wait_on "
+                    f"already resolved. Under COMPSs, wait_on ends the "
+                    f"futures it resolves (their data is deleted), so the "
+                    f"task would receive an empty Future object: pass the "
+                    f"value wait_on returned, or wait on a task that "
+                    f"copies what you need and keep the future.")
             self.slots[id(fut)] = len(self.node.deps)
             self.node.deps.append(fut)
             self.node.waits.append(fut)
@@ -155,12 +164,38 @@ class _Plan:
                 out.append(self._placeholders(name, item, level - 1,
                                               path + (i,)))
             else:
+                self._check_placeholder(name, item, path + (i,))
                 out.append(UNSET)
                 fut = Future(self.engine, self.spec.name)
                 self.outputs.append(("element", name, path + (i,)))
                 self.node.targets.append(fut)
                 self.effects.append(("element", items, i, fut))
         return out
+
+    def _check_placeholder(self, name, item, path):
+        """COMPSs's rules for a COLLECTION_OUT element, checked at the call.
+
+        COMPSs tracks objects by ``id()`` and rebuilds every element on
+        the worker from its type: ``None`` cannot be rebuilt, and a value
+        that appears twice (or a cached small int, or any basic value)
+        would be one datum for several outputs.
+        """
+        where = (f"element {list(path)} of COLLECTION_OUT '{name}' of task "
+                 f"{self.spec.name}()")
+        hint = ("Fill the list with distinct placeholder objects, e.g. "
+                "[object() for _ in range(n)], as dislib does.")
+        if item is None or isinstance(item, (bool, int, float, complex,
+                                             str, bytes)):
+            raise TaskArgumentError(
+                f"{where} is {item!r}. COMPSs rebuilds each element on the "
+                f"worker from its type and tracks it by id(), which fails "
+                f"for None and cannot tell basic values apart. {hint}")
+        if id(item) in self._placeholder_ids:
+            raise TaskArgumentError(
+                f"{where} is the same object as an earlier element. COMPSs "
+                f"tracks objects by id(), so both would be one datum. "
+                f"{hint}")
+        self._placeholder_ids[id(item)] = item
 
     def commit(self, header, args_payload):
         node = self.node
@@ -208,11 +243,26 @@ def _dump_one(spec, name, value, slots=None):
             f"collection. COMPSs would pass a placeholder, not the value: "
             f"declare it, e.g. @task({name}={{Type: COLLECTION_IN, Depth: "
             f"1}}), or call wait_on() first.") from None
+    except _serialize.MainReference as exc:
+        raise TaskArgumentError(
+            f"argument '{name}' of task {spec.name}() refers to "
+            f"{_describe_global(exc.obj)}, defined in the script being run "
+            f"(__main__). It would travel by reference, and COMPSs workers "
+            f"import only the task's own module, never your script as "
+            f"__main__ (nor can anyone import a notebook): unpickling it "
+            f"would fail there. Move it to a module the workers can "
+            f"import, or send it by value: "
+            f"dislib_nn.runtime.by_value({name}).") from None
     except Exception as exc:  # noqa: BLE001 - pickling can raise anything
         hint = _pickling_hint(value)
         raise TaskArgumentError(
             f"argument '{name}' of task {spec.name}() cannot be sent to a "
             f"worker: {exc}. {hint}") from exc
+
+
+def _describe_global(obj):
+    kind = "class" if isinstance(obj, type) else "function"
+    return f"the {kind} {obj.__qualname__}"
 
 
 def _pickling_hint(value):

@@ -10,7 +10,10 @@ for a copy it never makes.
 Pickling is strict, to surface on a laptop what COMPSs would get wrong on a
 cluster: a future that is not a declared dependency raises
 :class:`HiddenFuture`, and lambdas or closures fail as plain ``pickle``
-makes them fail (COMPSs never uses cloudpickle).
+makes them fail (COMPSs never uses cloudpickle), and a class or function
+defined in ``__main__`` raises :class:`MainReference` unless it is wrapped
+in :func:`~dislib_nn.runtime.by_value` (a COMPSs worker cannot import the
+user's script as ``__main__``).
 """
 
 import io
@@ -21,6 +24,8 @@ import weakref
 
 import numpy as np
 import torch
+
+from dislib_nn.runtime._by_value import is_main_global
 
 # Below this size a buffer is cheaper to copy inside the pickle than to
 # hand over as shared memory.
@@ -35,6 +40,14 @@ class HiddenFuture(Exception):
     def __init__(self, future):
         super().__init__(future)
         self.future = future
+
+
+class MainReference(Exception):
+    """A class or function of ``__main__`` would travel by reference."""
+
+    def __init__(self, obj):
+        super().__init__(obj)
+        self.obj = obj
 
 
 class Payload:
@@ -71,15 +84,19 @@ def _close_fds(fds):
     fds.clear()
 
 
-def dumps(obj, slots=None):
+def dumps(obj, slots=None, check_main=True):
     """Pickle ``obj`` into a :class:`Payload`.
 
     ``slots`` maps ``id(future)`` to an index for the futures that are
     declared dependencies; they are written as references and resolved by
-    :func:`loads`. Any other future raises :class:`HiddenFuture`.
+    :func:`loads`. Any other future raises :class:`HiddenFuture`. With
+    ``check_main`` (task arguments), a class or function of ``__main__``
+    raises :class:`MainReference`; results go back to the master, which
+    can import its own script, so they are not checked.
     """
     buffer = io.BytesIO()
-    pickler = _Pickler(buffer, slots or {})
+    pickler = (_StrictPickler if check_main else _Pickler)(buffer,
+                                                            slots or {})
     try:
         pickler.dump(obj)
     except BaseException:
@@ -151,6 +168,17 @@ class _Pickler(pickle.Pickler):
             del target
         return ("array", len(self.fds) - 1, array.nbytes, array.dtype.str,
                 array.shape)
+
+
+class _StrictPickler(_Pickler):
+    """Task arguments: a ``__main__`` class or function is an error."""
+
+    def reducer_override(self, obj):
+        # Plain pickle would send it as "__main__.Name", which no COMPSs
+        # worker can import (see _by_value).
+        if is_main_global(obj):
+            raise MainReference(obj)
+        return NotImplemented
 
 
 class _Unpickler(pickle.Unpickler):

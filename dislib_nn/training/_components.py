@@ -13,6 +13,8 @@ import inspect
 
 import torch
 
+from dislib_nn.runtime import by_value
+
 __all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
            "inferable_arguments", "first_float_dtype"]
 
@@ -49,6 +51,15 @@ class Components:
         self.optimizer = optimizer
         self.optimizer_kwargs = dict(optimizer_kwargs)
 
+    def __reduce__(self):
+        # A class (or instance, or optimizer factory) from the user's
+        # script or notebook cannot be imported by name on a worker:
+        # such a recipe travels by value. Decided once per recipe.
+        if "_wire" not in self.__dict__:
+            state = {k: v for k, v in self.__dict__.items() if k != "_wire"}
+            self.__dict__["_wire"] = by_value(state)
+        return (_rebuild, (self.__dict__["_wire"],))
+
     def build_module(self):
         """A new module (random weights, or a copy of the given instance)."""
         return _build("module", self.module, self.module_kwargs)
@@ -64,6 +75,12 @@ class Components:
                 f"optimizer {_name(self.optimizer)} could not be built with "
                 f"lr={lr!r}{_describe('optimizer', self.optimizer_kwargs)}: "
                 f"{exc}") from exc
+
+
+def _rebuild(state):
+    recipe = Components.__new__(Components)
+    recipe.__dict__.update(state)
+    return recipe
 
 
 def split_prefixed(params):

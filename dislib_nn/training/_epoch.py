@@ -11,6 +11,8 @@ import os
 
 import torch
 
+from dislib_nn import runtime
+
 __all__ = ["EpochSettings", "resolve_device", "size_threads",
            "run_train_task", "train_one_epoch", "forward_batches",
            "OutputAdapter", "to_cpu"]
@@ -104,13 +106,36 @@ class OutputAdapter:
 
 
 def resolve_device(device):
-    """The ``torch.device`` a task runs on; ``"auto"`` picks a visible GPU."""
+    """The ``torch.device`` a task runs on.
+
+    ``"auto"`` takes a GPU the runtime gave the task: under COMPSs only a
+    task whose constraint was given GPUs uses one (the first of those),
+    whatever the node has; the local backends do not assign GPUs, so
+    there it is the first visible one. ``"cuda:k"`` under COMPSs is the
+    k-th GPU given to the task.
+    """
     if isinstance(device, torch.device):
         device = str(device)
+    given = runtime.task_cuda_devices()
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if given is None:
+            return torch.device("cuda" if torch.cuda.is_available()
+                                else "cpu")
+        return torch.device("cuda", given[0]) if given else \
+            torch.device("cpu")
     resolved = torch.device(device)
-    if resolved.type == "cuda" and not torch.cuda.is_available():
+    if resolved.type != "cuda":
+        return resolved
+    if given is not None:
+        k = resolved.index or 0
+        if k >= len(given):
+            raise RuntimeError(
+                f"device={device!r} was asked for, but the runtime gave "
+                f"this task {len(given)} GPU(s). Ask for GPUs with "
+                f"ComputingUnitsGPUs (see docs/hpc.md), or use "
+                f"device='auto' to run where the task is placed.")
+        return torch.device("cuda", given[k])
+    if not torch.cuda.is_available():
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
         raise RuntimeError(
             f"device={device!r} was asked for, but this task sees no CUDA "
@@ -121,15 +146,10 @@ def resolve_device(device):
 
 
 def size_threads():
-    """Under COMPSs, use as many torch threads as the task was given."""
-    raw = os.environ.get("COMPSS_NUM_THREADS")
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            return
-        if n >= 1 and torch.get_num_threads() != n:
-            torch.set_num_threads(n)
+    """Use as many torch threads as the runtime gave the task (COMPSs)."""
+    n = runtime.task_threads()
+    if n is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 def to_cpu(obj):
@@ -161,8 +181,6 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         The sum over minibatches of the mean loss times the batch length.
     """
     size_threads()
-    if settings.device != "cpu":
-        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     device = resolve_device(settings.device)
     torch.manual_seed(settings.seed)
     model = components.build_module()

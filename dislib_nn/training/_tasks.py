@@ -15,8 +15,7 @@ site without GPUs never sees a GPU constraint:
 and sequential backends record the constraints and ignore them.
 """
 
-import os
-
+from dislib_nn import runtime
 from dislib_nn.runtime import (COLLECTION_IN, Depth, Type, constraint,
                                delete_object, task)
 from dislib_nn.training import _merge
@@ -107,17 +106,15 @@ def train_task_for(device):
     """The training task to submit for the ``device`` parameter.
 
     ``"cpu"`` takes the CPU task; a CUDA device the GPU task; ``"auto"``
-    the GPU task only where the site declares GPUs for tasks
-    (``ComputingUnitsGPUs`` set to a positive number), since on a
-    CPU-only site a GPU constraint could never be met.
+    the GPU task only where training tasks ask the runtime for GPUs
+    (under COMPSs, ``ComputingUnitsGPUs`` set to a positive number),
+    since on a CPU-only site a GPU constraint could never be met.
     """
     device = str(device)
     if device.startswith("cuda"):
         return _train_epoch_gpu
-    if device == "auto":
-        raw = os.environ.get("ComputingUnitsGPUs", "").strip()
-        if raw.isdigit() and int(raw) > 0:
-            return _train_epoch_gpu
+    if device == "auto" and runtime.gpus_per_task() > 0:
+        return _train_epoch_gpu
     return _train_epoch
 
 

@@ -41,18 +41,19 @@ def test_collection_in_depth_2_mixes_futures_and_values(backend):
 
 def test_collection_out_fills_the_list_with_futures(backend):
     x = torch.arange(300_000, dtype=torch.float64)
-    out = [None, None, None]
+    out = [object() for _ in range(3)]
     tasks.deal(x, out)
     assert all(type(o).__name__ == "Future" for o in out)
+    # The element futures are ordinary dependencies for later tasks.
+    total = tasks.total(out)
     parts = wait_on(out)
     for i, part in enumerate(parts):
         assert torch.equal(part, x[i::3])
-    # The element futures are ordinary dependencies for later tasks.
-    assert wait_on(tasks.total(out)) == float(x.sum())
+    assert wait_on(total) == float(x.sum())
 
 
 def test_collection_out_depth_2(backend):
-    out = [[None, None], [None, None, None]]
+    out = [[object(), object()], [object(), object(), object()]]
     tasks.fill_grid(out)
     assert wait_on(out) == [[0, 1], [10, 11, 12]]
 
@@ -113,9 +114,9 @@ def test_task_called_inside_a_task_runs_inline(backend):
 
 def test_wait_on_resolves_lists_and_dicts_not_tuples(backend):
     fut = tasks.add(1, 1)
-    nested = {"a": [fut, {"b": fut}], "c": 3}
-    assert wait_on(nested) == {"a": [2, {"b": 2}], "c": 3}
-    kept = wait_on((fut,))
+    nested = {"a": [fut, {"b": tasks.add(1, 2)}], "c": 3}
+    assert wait_on(nested) == {"a": [2, {"b": 3}], "c": 3}
+    kept = wait_on((tasks.add(1, 1),))
     assert type(kept[0]).__name__ == "Future"
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from dislib_nn.exceptions import TaskArgumentError, TaskDefinitionError
+from dislib_nn.exceptions import (BackendError, TaskArgumentError,
+                                  TaskDefinitionError)
 from dislib_nn.runtime import task, wait_on
 from tests.runtime import tasks
 
@@ -78,11 +79,52 @@ def test_a_rejected_call_leaves_no_state_behind(backend):
     assert wait_on(x) is x
 
 
-def test_task_without_returns_is_rejected():
-    with pytest.raises(TaskDefinitionError, match="must give 'returns'"):
-        @task()
-        def no_returns(x):
-            return x
+def _no_return(x):
+    x.append(1)
+
+
+def _bare_return(x):
+    if x:
+        return
+    x.append(1)
+
+
+def _one_value(x):
+    return x
+
+
+def _pair(x):
+    if x:
+        return x, x
+    return None
+
+
+def _hinted(x) -> None:
+    pass
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (_no_return, 0), (_bare_return, 1), (_one_value, 1), (_pair, 2),
+    (_hinted, 1)])
+@pytest.mark.parametrize("returns", [None, 0])
+def test_omitted_or_zero_returns_are_inferred_as_pycompss_does(
+        fn, expected, returns):
+    # PyCOMPSs reads returns=0 as "not given" and scans the function: a
+    # bare return counts, and so does a "-> None" hint.
+    declared = task()(fn) if returns is None else task(returns=0)(fn)
+    assert declared.spec.returns == expected
+
+
+def test_inferred_returns_run_on_the_backend(backend):
+    assert wait_on(task()(_one_value)(5)) == 5
+    assert wait_on(task(returns=0)(_pair)(3)) == [3, 3]
+    assert task(returns=0)(_no_return)([]) is None
+
+
+@pytest.mark.parametrize("returns", [-1, True, "two", 1.5])
+def test_bad_returns_are_rejected(returns):
+    with pytest.raises(TaskDefinitionError, match="'returns' must be"):
+        task(returns=returns)(_one_value)
 
 
 def test_direction_for_unknown_parameter_is_rejected():
@@ -111,7 +153,7 @@ def test_collection_must_be_a_list(backend):
 
 
 def test_unassigned_collection_out_element_fails_the_task(backend):
-    out = [None, None]
+    out = [object(), object()]
     tasks.forget_one(out)
     for element in out:
         with pytest.raises(ValueError,
@@ -129,3 +171,36 @@ def test_a_future_cannot_be_pickled(backend):
     import pickle
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(tasks.add(1, 1))
+
+
+@pytest.mark.parametrize("out, match", [
+    ([None, None], r"element \[0\].* is None"),
+    ([object(), 0], r"element \[1\].* is 0"),
+    ([[object()], [None]], r"element \[1, 0\].* is None"),
+])
+def test_collection_out_placeholders_follow_compss_rules(backend, out,
+                                                          match):
+    task_fn = tasks.deal if not isinstance(out[0], list) else \
+        tasks.fill_grid
+    args = (torch.zeros(4), out) if task_fn is tasks.deal else (out,)
+    with pytest.raises(TaskArgumentError, match=match + r".*object\(\)"):
+        task_fn(*args)
+    # Nothing was submitted: the list is as it was.
+    assert not any(type(o).__name__ == "Future" for o in out)
+
+
+def test_shared_collection_out_placeholder_is_rejected(backend):
+    same = object()
+    with pytest.raises(TaskArgumentError, match="same object as an earlier"):
+        tasks.deal(torch.zeros(4), [same, same])
+
+
+def test_future_used_after_wait_on_is_rejected(backend):
+    fut = tasks.identity(3)
+    assert wait_on(fut) == 3
+    with pytest.raises(TaskArgumentError, match="already resolved.*empty "
+                                                "Future"):
+        tasks.identity(fut)
+    with pytest.raises(BackendError, match="already resolved by an earlier "
+                                           "wait_on"):
+        wait_on(fut)

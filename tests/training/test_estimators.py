@@ -14,6 +14,7 @@ from sklearn.model_selection import GridSearchCV
 import dislib_nn as dnn
 from dislib_nn import (SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
+from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _base, _tasks
 from tests.conftest import use_backend
@@ -475,13 +476,14 @@ def test_device_cpu_and_auto_train_on_cpu():
         assert clf.predict(X).shape == (120,)
 
 
-def test_gpu_task_is_chosen_only_where_gpus_are_declared(monkeypatch):
-    monkeypatch.delenv("ComputingUnitsGPUs", raising=False)
+def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch):
+    # Outside COMPSs no task asks the runtime for GPUs, whatever the
+    # environment says (ComputingUnitsGPUs is a COMPSs setting).
+    monkeypatch.setenv("ComputingUnitsGPUs", "1")
+    assert runtime.gpus_per_task() == 0
     assert _tasks.train_task_for("auto") is _tasks._train_epoch
     assert _tasks.train_task_for("cpu") is _tasks._train_epoch
     assert _tasks.train_task_for("cuda:1") is _tasks._train_epoch_gpu
-    monkeypatch.setenv("ComputingUnitsGPUs", "1")
-    assert _tasks.train_task_for("auto") is _tasks._train_epoch_gpu
     gpu = _tasks._train_epoch_gpu.constraints["processors"]
     assert {p["processorType"] for p in gpu} == {"CPU", "GPU"}
 
