@@ -17,7 +17,7 @@ every one is an option): 4 GPUs per node; the workload (CINIC-10's
 90 000 training images at 64x64, a CNN of ``--model-mb`` MB of weights,
 batch 128 per GPU); GPU throughput ``--gpu-images-per-s`` for that CNN;
 NCCL's inter-node bandwidth per GPU and latency (InfiniBand NDR200:
-25 GB/s); the bandwidth of COMPSs's transfers between nodes (TCP over the
+25 GB/s), the bandwidth inside a node (NVLink); the bandwidth of COMPSs's transfers between nodes (TCP over the
 same fabric, lower); COMPSs's overhead per task.
 
 Epoch averaging with P = 4 x nodes replicas, depth d = ceil(log2 P):
@@ -25,12 +25,17 @@ Epoch averaging with P = 4 x nodes replicas, depth d = ceil(log2 P):
     T = (N / P) t_gpu                      every replica trains its share
       + (d + 1) h                          a chain of train + d merge tasks
       + d (L + M / B_compss + M c_merge)   a merge tree, one level at a time
-      + (nodes - 1) M / B_compss           the merged model reaches every node
+      + (nodes - 1) M / B_compss           the merged model reaches every node,
+                                           all copies sent by one node; or
+                                           ceil(log2 nodes) M / B_compss if
+                                           nodes pass it on (a tree)
 
 DDP, per step of b samples per GPU (N / (P b) steps per epoch):
 
     t_step = b t_gpu + (1 - overlap) t_comm,  t_comm = 2 (P-1)/P M / B_nccl
                                                        + 2 log2(P) L
+
+(on one node, both use the bandwidth inside the node instead)
 
 ``overlap`` 0 (no overlap of the all-reduce with the backward pass) and 1
 (full overlap: t_step = max(b t_gpu, t_comm)) bound it.
@@ -103,14 +108,17 @@ def measure_task(n=300):
 
 
 # ------------------------------------------------------------ the model
-def epoch_averaging(nodes, c):
+def epoch_averaging(nodes, c, tree=False):
     P = nodes * c["gpus_per_node"]
     d = math.ceil(math.log2(P)) if P > 1 else 0
     M = c["model_bytes"]
     compute = c["n_train"] / P * c["t_gpu"]
     tasks = (d + 1) * c["task_s"]
-    merge = d * (c["latency"] + M / c["bw_compss"] + M * c["merge_s_per_b"])
-    spread = (nodes - 1) * M / c["bw_compss"]
+    # Within one node the tree's transfers are local copies.
+    bw = c["bw_intra"] if nodes == 1 else c["bw_compss"]
+    merge = d * (c["latency"] + M / bw + M * c["merge_s_per_b"])
+    hops = math.ceil(math.log2(nodes)) if tree else nodes - 1
+    spread = hops * M / c["bw_compss"]
     return compute + tasks + merge + spread
 
 
@@ -121,7 +129,8 @@ def ddp(nodes, c, overlap):
     compute = b * c["t_gpu"]
     if P == 1:
         return steps * compute
-    comm = 2 * (P - 1) / P * M / c["bw_nccl"] + 2 * math.log2(P) * c["latency"]
+    bw = c["bw_intra"] if nodes == 1 else c["bw_nccl"]
+    comm = 2 * (P - 1) / P * M / bw + 2 * math.log2(P) * c["latency"]
     if overlap:
         step = max(compute, comm)
     else:
@@ -143,6 +152,9 @@ def main(argv=None):
                    help="NCCL bandwidth between nodes per GPU (GB/s)")
     p.add_argument("--bw-compss-gbs", type=float, default=2.0,
                    help="COMPSs transfer bandwidth between nodes (GB/s)")
+    p.add_argument("--bw-intra-gbs", type=float, default=100.0,
+                   help="bandwidth between the GPUs of one node (GB/s; "
+                        "NVLink, or local copies for COMPSs)")
     p.add_argument("--latency-us", type=float, default=5.0)
     p.add_argument("--compss-task-ms", type=float, default=20.0,
                    help="COMPSs's overhead per task (scheduling, "
@@ -179,6 +191,7 @@ def main(argv=None):
          "t_gpu": 1 / args.gpu_images_per_s,
          "bw_nccl": args.bw_nccl_gbs * 1e9,
          "bw_compss": args.bw_compss_gbs * 1e9,
+         "bw_intra": args.bw_intra_gbs * 1e9,
          "latency": args.latency_us * 1e-6,
          "task_s": args.compss_task_ms * 1e-3,
          "merge_s_per_b": merge_s_per_b}
@@ -192,15 +205,15 @@ def main(argv=None):
           f"GB/s per GPU, COMPSs {args.bw_compss_gbs:g} GB/s, latency "
           f"{args.latency_us:g} us, COMPSs task {args.compss_task_ms:g} ms")
     print(f"  one GPU: {single:.1f} s per epoch")
-    print(f"{'nodes':>6}{'GPUs':>6}{'epoch avg (s)':>15}{'DDP (s)':>18}"
-          f"{'avg / DDP':>18}{'avg vs 1 GPU':>14}")
+    print(f"{'nodes':>6}{'GPUs':>6}{'epoch avg (s)':>15}{'(tree)':>8}"
+          f"{'DDP (s)':>16}{'avg / DDP':>18}{'avg vs 1 GPU':>14}")
     rows = []
     for n in nodes:
-        ea = epoch_averaging(n, c)
+        ea, tree = epoch_averaging(n, c), epoch_averaging(n, c, tree=True)
         lo, hi = ddp(n, c, overlap=True), ddp(n, c, overlap=False)
-        rows.append((n, ea, lo, hi))
-        print(f"{n:>6}{n * args.gpus_per_node:>6}{ea:>15.2f}"
-              f"{lo:>9.2f}-{hi:<8.2f}{ea / hi:>9.2f}-{ea / lo:<8.2f}"
+        rows.append((n, ea, lo, hi, tree))
+        print(f"{n:>6}{n * args.gpus_per_node:>6}{ea:>15.2f}{tree:>8.2f}"
+              f"{lo:>9.2f}-{hi:<6.2f}{ea / hi:>9.2f}-{ea / lo:<8.2f}"
               f"{100 * (1 - ea / single):>13.1f}%")
     print(f"Load average after: {os.getloadavg()}")
     if args.plot:
@@ -239,7 +252,10 @@ def plot(rows, single, args):
     import matplotlib.pyplot as plt
     nodes = [r[0] for r in rows]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.loglog(nodes, [r[1] for r in rows], "-o", label="epoch averaging")
+    ax.loglog(nodes, [r[1] for r in rows], "-o",
+              label="epoch averaging (model sent by one node)")
+    ax.loglog(nodes, [r[4] for r in rows], "--o", color="C0",
+              label="epoch averaging (model passed on in a tree)")
     ax.fill_between(nodes, [r[2] for r in rows], [r[3] for r in rows],
                     alpha=0.3, color="C1",
                     label="DDP (full overlap .. no overlap)")
@@ -248,8 +264,9 @@ def plot(rows, single, args):
     ax.set_xlabel(f"nodes ({args.gpus_per_node} GPUs each)")
     ax.set_ylabel("projected epoch time (s)")
     ax.set_title(f"{args.model_mb:g} MB model, {args.n_train:,} images, "
-                 f"{args.gpu_images_per_s:g} img/s per GPU",
-                 fontsize="medium")
+                 f"{args.gpu_images_per_s:g} img/s per GPU; NCCL "
+                 f"{args.bw_nccl_gbs:g} GB/s, COMPSs {args.bw_compss_gbs:g} "
+                 f"GB/s", fontsize="small")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(args.plot, dpi=100)
