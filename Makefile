@@ -37,8 +37,8 @@ install: $(ENV_TARGET)
 	$(PY) -m pip install -e .
 
 # dislib's ds-array for the interop tests, without its dependencies: it
-# needs numpy, scipy and scikit-learn to run, and imports pycompss, for
-# which the tests put a stand-in on the path (tests/_pycompss_double).
+# needs numpy, scipy and scikit-learn to run, and imports pycompss, which
+# the tests take from the PyCOMPSs sources beside the repository.
 install-test: install
 	$(PY) -m pip install -e ".[test]"
 	$(PY) -m pip install --no-deps dislib==1.0.0

@@ -439,10 +439,10 @@ def run_dislib_nn(data, args):
     t0 = time.perf_counter()
     est.fit(X_train, y_train)
     t1 = time.perf_counter()
-    # dur_s runs from one epoch's scalars reaching the master to the
+    # dur_s runs from the end of one epoch's last training task to the
     # next one's, so it holds the previous epoch's merge; the clock of
     # each epoch is placed by counting back from the end of fit (the
-    # final fetch of the model, a few ms, is the only thing after it).
+    # last merge and the fetch of the model are all that follow it).
     durations = [float(h["dur_s"]) for h in est.history_]
     ends = [t1 - sum(durations[i + 1:]) for i in range(len(durations))]
     spans = [(end - d, end) for end, d in zip(ends, durations)]

@@ -12,7 +12,12 @@ import pytest
 from dislib_nn import runtime
 
 BACKENDS = ("local", "sequential")
-DOUBLE_PATH = os.path.join(os.path.dirname(__file__), "_pycompss_double")
+# PyCOMPSs's real Python binding, beside the repository (shared/): dislib
+# imports it, and the COMPSs emulation tests run through it.
+PYCOMPSS_REFERENCE = os.path.join(
+    os.environ.get("DISLIB_NN_SHARED", os.path.join(os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        "shared")), "pycompss-reference")
 
 
 def use_backend(name):

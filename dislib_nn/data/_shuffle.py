@@ -213,8 +213,10 @@ def _randomness(random_state, caller, n_in, n_out):
     move alike.
     """
     plan, tasks = v.seed_sequence(random_state, caller).spawn(2)
+    # 32-bit seeds: COMPSs hands ints above 2**31 to its Python workers
+    # through a float, which keeps them exact only up to 2**53.
     states = [int(s) for s in tasks.generate_state(n_in + n_out,
-                                                   dtype=np.uint64)]
+                                                   dtype=np.uint32)]
     return np.random.default_rng(plan), (states[:n_in], states[n_in:])
 
 

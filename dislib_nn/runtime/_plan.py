@@ -14,6 +14,10 @@ from dislib_nn.runtime._future import Future, _Slot
 from dislib_nn.runtime._params import (COLLECTION_IN, COLLECTION_OUT,
                                        COMMUTATIVE, IN, INOUT)
 
+# Ints up to this size survive a trip through a float exactly.
+_FLOAT_EXACT = 2 ** 53
+
+
 class _Version:
     """The latest version of an object passed INOUT or COMMUTATIVE."""
 
@@ -93,9 +97,10 @@ class _Plan:
     def argument(self, name, value):
         direction, depth = self.spec.direction(name)
         if direction is IN:
+            self._check_int(name, value)
             return self._read(value)
         if direction is COLLECTION_IN:
-            return self._collection(name, value, depth, self._read)
+            return self._collection(name, value, depth, self._read_element)
         if direction is INOUT:
             current = self._read(value)
             fut = Future(self.engine, self.spec.name)
@@ -111,6 +116,28 @@ class _Plan:
             f"task {self.spec.name}(): direction {direction!r} of "
             f"'{name}' is not supported by the {self.engine.name} backend.")
 
+    def _read_element(self, value, name):
+        self._check_int(name, value, element=True)
+        return self._read(value)
+
+    def _check_int(self, name, value, element=False):
+        """An int COMPSs would change on its way to the worker.
+
+        PyCOMPSs sends an int beyond 32 bits as a Java long, which its
+        Python worker parses with ``float()``: above 2**53 it arrives
+        changed, silently (a seed drawn as 64 bits, say). Beyond 64 bits
+        it is pickled and arrives intact.
+        """
+        if type(value) is int and _FLOAT_EXACT < abs(value) < 2 ** 63:
+            where = (f"an element of argument '{name}'" if element
+                     else f"argument '{name}'")
+            raise TaskArgumentError(
+                f"{where} of task {self.spec.name}() is the int {value}. "
+                f"COMPSs passes ints of this size as a Java long that its "
+                f"Python worker reads through a float: it would arrive as "
+                f"{int(float(value))}. Keep ints below 2**53 (a 31- or "
+                f"32-bit seed), or pass a numpy integer, which is pickled.")
+
     def _collection(self, name, value, depth, leaf):
         if not isinstance(value, (list, tuple)):
             raise TaskArgumentError(
@@ -118,8 +145,8 @@ class _Plan:
                 f"collection and must be a list. Got "
                 f"{type(value).__name__} instead.")
         items = [self._collection(name, v, depth - 1, leaf)
-                 if depth > 1 and isinstance(v, (list, tuple)) else leaf(v)
-                 for v in value]
+                 if depth > 1 and isinstance(v, (list, tuple))
+                 else leaf(v, name) for v in value]
         return type(value)(items)
 
     def _commutative(self, name, value):

@@ -9,16 +9,15 @@ table, then climbs a ladder of small steps that subclasses may override:
     model (:meth:`_initialize`) unless continuing, then run epochs
     (:meth:`_fit_epochs`);
 ``_fit_epochs``
-    the epoch loop: learning-rate schedule, history, early stopping;
-``_submit_epoch`` / ``_record_epoch``
-    one epoch: submit it (:class:`~dislib_nn.training._sync.SyncTrainer`),
-    then, once the next one is submitted, wait for its scalars only.
+    build the strategy (``_strategy_class``, see :mod:`._strategy`) and
+    the callbacks (:meth:`_callbacks`), run the epoch loop
+    (:mod:`._epoch_loop`), then fetch the model (:meth:`_finish`).
 
-Predictions and scores are in :mod:`._predict`.
+What differs between classifiers and regressors is in ``_targets``
+(:mod:`._targets`); predictions and scores are in :mod:`._predict`.
 """
 
 import numbers
-import time
 
 import torch
 from sklearn.base import BaseEstimator
@@ -26,38 +25,44 @@ from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training import _metrics
-from dislib_nn.training import _params as p
+from dislib_nn.training import _param_validation as p
+from dislib_nn.training import _seeds
+from dislib_nn.training._callbacks import (EarlyStopping, History,
+                                           LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords,
                                             first_float_dtype,
                                             inferable_arguments,
                                             split_prefixed)
-from dislib_nn.training._epoch import OutputAdapter
+from dislib_nn.training._dealing import SHUFFLE_MODES, EpochData
+from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
-from dislib_nn.training._history import Stopper, format_record
+from dislib_nn.training._lifetimes import Lifetimes
 from dislib_nn.training._predict import PredictMixin
 from dislib_nn.training._schedule import LRSchedule
-from dislib_nn.training._sync import (SHUFFLE_MODES, SyncTrainer,
-                                      merges_after, seed_for)
+from dislib_nn.training._strategy import FitSetup
+from dislib_nn.training._async import AsyncStrategy
+from dislib_nn.training._sync import SyncStrategy
+from dislib_nn.training._train_tasks import train_task_for
 
-__all__ = ["SyncEpochAveragingBase"]
+__all__ = ["EpochAveragingBase", "SyncEpochAveragingBase",
+           "AsyncEpochAveragingBase"]
 
 _INT = numbers.Integral
 _REAL = numbers.Real
 
 
-class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
-    """Common base of the synchronous epoch-averaging estimators.
+class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
+    """Common base of the epoch-averaging estimators.
 
-    Not for direct use: see ``SyncEpochAveragingClassifier`` and
-    ``SyncEpochAveragingRegressor``, whose docstrings list the
-    parameters.
+    Not for direct use: see ``SyncEpochAveragingClassifier`` and the
+    others, whose docstrings list the parameters. A subclass names its
+    ``_targets`` (:mod:`._targets`) and its ``_strategy_class``
+    (:mod:`._strategy`).
     """
 
-    _kind = None
-    _default_criterion = None
-
+    _targets = None
+    _strategy_class = None
     _parameter_constraints = {
         "module": [p.ModuleSpec()],
         "criterion": [p.NoneValue(), p.ModuleSpec()],
@@ -83,6 +88,7 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         "random_state": [p.NoneValue(), p.RandomState()],
         "verbose": [p.Boolean(), p.Interval(_INT, 0, None)],
         "warm_start": [p.Boolean()],
+        "balance": [p.Boolean()],
     }
 
     def __init__(self, *, module=None, criterion=None,
@@ -92,7 +98,7 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                  outer_momentum=0.0, validation_fraction=0.0,
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
-                 warm_start=False, **kwargs):
+                 warm_start=False, balance=False, **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -114,6 +120,7 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.balance = balance
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -155,6 +162,11 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                 f"{name} takes validation_fraction or validation_data, not "
                 f"both. Got validation_fraction="
                 f"{self.validation_fraction!r} and validation_data.")
+        if self.balance and self.shuffle == "none":
+            raise InvalidParameterError(
+                f"{name} takes balance=True only with shuffle='global' or "
+                f"'local': with shuffle='none' each worker keeps its own "
+                f"blocks. Got balance=True and shuffle='none'.")
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "module_")
@@ -215,16 +227,11 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         return Components(
             self.module, module_kwargs,
             self.criterion if self.criterion is not None
-            else self._default_criterion, prefixed["criterion"],
+            else self._targets.default_criterion, prefixed["criterion"],
             self.optimizer, prefixed["optimizer"])
 
     def _inferred_arguments(self, checked):
-        values = {"n_classes": len(getattr(self, "classes_", ())),
-                  "n_features_in": getattr(self, "n_features_in_", None)}
-        if self._kind == "regressor":
-            y = checked["y"]
-            values["n_outputs"] = 1 if len(y.shape) == 1 else y.shape[1]
-            values.pop("n_classes")
+        values = self._targets.inferred_sizes(self, checked["y"])
         names = inferable_arguments(self.module)
         return {k: values[k] for k in names
                 if values.get(k) is not None}
@@ -235,128 +242,86 @@ class SyncEpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                          .randint(0, 2 ** 31 - 1))
         self._inferred = self._inferred_arguments(checked)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed_for(self._seed, 0))
+            torch.manual_seed(_seeds.seed_for(self._seed, _seeds.MODEL_INIT))
             module = self._components(self._inferred).build_module()
             _materialize(module, self._sample_shape)
         self.module_ = module.cpu()
         self.history_ = []
         self.n_epochs_ = 0
         self.optimizer_states_ = None
-        self._velocity = None
+        self._carried = {}
 
     # ---------------------------------------------------- fit: the epochs
     def _fit_epochs(self, data, n_epochs):
         """Run ``n_epochs`` epochs from the current model."""
+        self._check_batch_norm_batch()
         components = self._components(self._inferred)
-        param_keys = [k for k, _ in self.module_.named_parameters()]
-        trainer = SyncTrainer(
-            components, data.x, data.y, self.n_workers_,
-            {k: v.detach().clone() for k, v in
-             self.module_.state_dict().items()},
-            self._initial_optims(), self._velocity,
-            {"batch_size": self.batch_size, "shuffle": self.shuffle,
-             "optimizer_state": self.optimizer_state,
-             "device": str(self.device), "outer_lr": float(self.outer_lr),
-             "outer_momentum": float(self.outer_momentum),
-             "sync_every": self.sync_every,
-             "seed": seed_for(self._seed, 5),
-             "output": self._output_adapter(data), "param_keys": param_keys},
-            _shuffle)
-        self._output = trainer.config["output"]
+        lifetimes = Lifetimes()
+        epochs = EpochData(
+            data.x, data.y, self.n_workers_, self.shuffle,
+            _seeds.seed_for(self._seed, _seeds.EPOCHS), _shuffle,
+            balance=bool(self.balance))
+        self._output = self._targets.adapter(
+            self, data.y_ndim, first_float_dtype(self.module_))
+        setup = FitSetup(
+            components, epochs,
+            {k: v.detach().clone()
+             for k, v in self.module_.state_dict().items()},
+            dict(self._carried, optimizer_states=self.optimizer_states_),
+            self.get_params(deep=False), self._output,
+            [k for k, _ in self.module_.named_parameters()], lifetimes,
+            train_task_for(self.device))
+        strategy = self._strategy_class(setup)
+        final = run_epochs(self, strategy, self._callbacks(),
+                           self.n_epochs_, self.n_epochs_ + n_epochs,
+                           float(self.lr), self._validation(components, data))
+        self._finish(final, strategy.carry())
+
+    def _validation(self, components, data):
+        """``model -> futures of per-block statistics``, or None."""
+        if data.x_valid is None:
+            return None
+
+        def validate(model):
+            return self._submit_scores(
+                components=components, state=model, x=data.x_valid,
+                y=data.y_valid, classes=None, with_loss=True)
+        return validate
+
+    def _callbacks(self):
+        """The epoch loop's callbacks, in the order they run."""
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        stopper = Stopper(self.patience) if self.early_stopping else None
-        # Epoch e's scalars are waited for after epoch e + 1 is submitted,
-        # so workers never idle while the master reads them, unless the
-        # next epoch depends on them (early stopping, a plateau schedule).
-        lag = 0 if stopper is not None or schedule.needs_metric else 1
-        total = self.n_epochs_ + n_epochs
-        first = self.n_epochs_
-        in_flight = []
-        self._clock = time.perf_counter()
-        for epoch in range(first, total):
-            in_flight.append(self._submit_epoch(
-                trainer, data, epoch, schedule.lr_at(epoch),
-                merges_after(epoch, self.sync_every, epoch == total - 1)))
-            if epoch < total - 1:
-                trainer.prepare(epoch + 1)
-            stop = False
-            while len(in_flight) > (lag if epoch < total - 1 else 0):
-                record, merged = self._record_epoch(in_flight.pop(0),
-                                                    schedule, total)
-                stop = stopper is not None and merged is not None and \
-                    stopper.update(record, merged)
-            if stop:
-                break
-        final = trainer.state if stopper is None or stopper.best is None \
-            else stopper.best
-        self._finish(final, trainer)
-
-    def _submit_epoch(self, trainer, data, epoch, lr, merge):
-        """Submit one epoch (training, merge, validation); wait for none."""
-        futures = trainer.run_epoch(epoch, lr, merge)
-        valid = []
-        if merge and data.x_valid is not None:
-            valid = self._submit_scores(
-                components=trainer.components, state=futures.merged,
-                x=data.x_valid, y=data.y_valid, classes=None,
-                with_loss=True)
-        return {"epoch": epoch, "lr": lr, "merge": merge,
-                "futures": futures, "valid": valid}
-
-    def _record_epoch(self, submitted, schedule, total):
-        """Wait for an epoch's scalars (never weights); add its record."""
-        futures = submitted["futures"]
-        scalars, valid_stats = runtime.wait_on(
-            futures.counts + futures.losses, submitted["valid"])
-        now = time.perf_counter()
-        n_workers = len(futures.counts)
-        record = {"epoch": submitted["epoch"] + 1,
-                  "train_loss": float(sum(scalars[n_workers:])
-                                      / sum(scalars[:n_workers])),
-                  "valid_loss": None, "valid_score": None,
-                  "lr": float(submitted["lr"]),
-                  "merged": bool(submitted["merge"]),
-                  "dur_s": now - self._clock}
-        self._clock = now
-        if valid_stats:
-            stats = _metrics.combine_all(valid_stats)
-            record["valid_loss"] = _metrics.mean_loss(stats)
-            record["valid_score"] = float(_metrics.score_of(self._kind,
-                                                            stats))
-        self.history_.append(record)
-        self.n_epochs_ += 1
-        schedule.observe(record)
+        callbacks = [LearningRate(schedule), History()]
+        if self.early_stopping:
+            callbacks.append(EarlyStopping(self.patience))
         if self.verbose:
-            print(format_record(record, total), flush=True)
-        return record, futures.merged
+            callbacks.append(Printer(self._describe_fit()))
+        return callbacks
 
-    def _finish(self, final_state, trainer):
+    def _describe_fit(self):
+        return (f"{type(self).__name__}: {self.n_workers_} workers, "
+                f"backend {runtime.backend_name()}")
+
+    def _check_batch_norm_batch(self):
+        if self.batch_size == 1 and any(
+                isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                for m in self.module_.modules()):
+            raise InvalidParameterError(
+                f"The 'batch_size' parameter of {type(self).__name__} must "
+                f"be at least 2 for a module with BatchNorm layers, which "
+                f"cannot train on batches of one row. Got 1 instead.")
+
+    def _finish(self, final_model, carry):
         """Fetch the final model (the one weight transfer of ``fit``)."""
-        wanted = [final_state]
-        keep_optims = self.optimizer_state != "reset"
-        if keep_optims:
-            wanted.append(trainer.optims if self.optimizer_state == "keep"
-                          else trainer.optims[:1])
-        if trainer.velocity is not None:
-            wanted.append(trainer.velocity)
-        values = runtime.wait_on(*wanted) if len(wanted) > 1 \
-            else [runtime.wait_on(final_state)]
-        self.module_.load_state_dict(values[0])
+        names = [k for k, v in carry.items() if v is not None]
+        values = runtime.wait_on(final_model, [carry[k] for k in names])
+        state, carried = values[0], dict(zip(names, values[1]))
+        self.module_.load_state_dict(state)
         self.module_.eval()
-        self.optimizer_states_ = values[1] if keep_optims else None
-        self._velocity = values[-1] if trainer.velocity is not None \
-            else None
-
-    def _initial_optims(self):
-        states = self.optimizer_states_ or [None]
-        return [states[w % len(states)] for w in range(self.n_workers_)]
-
-    def _output_adapter(self, data):
-        return OutputAdapter(
-            self._kind, len(getattr(self, "classes_", ())) or None,
-            data.y_ndim == 1, first_float_dtype(self.module_))
+        self.optimizer_states_ = carried.pop("optimizer_states", None)
+        self._carried = carried
 
     def _forget_fit(self):
         """Undo a first fit that failed: no half-trained model is left."""
@@ -384,3 +349,43 @@ def _shuffle(x, y, seed):
 def _data():
     import dislib_nn.data as data
     return data
+
+
+class SyncEpochAveragingBase(EpochAveragingBase):
+    """Base of the synchronous estimators (:mod:`._sync`)."""
+
+    _strategy_class = SyncStrategy
+
+
+class AsyncEpochAveragingBase(EpochAveragingBase):
+    """Base of the asynchronous estimators (:mod:`._async`)."""
+
+    _strategy_class = AsyncStrategy
+    _parameter_constraints = dict(
+        EpochAveragingBase._parameter_constraints,
+        max_lag=[p.NoneValue(), p.Interval(_INT, 0, None)],
+        staleness_exponent=[p.Interval(_REAL, 0, None)])
+
+    def __init__(self, *, module=None, criterion=None,
+                 optimizer=torch.optim.SGD, lr=0.01, lr_schedule=None,
+                 n_epochs=10, batch_size=32, n_workers=None, sync_every=1,
+                 shuffle="global", optimizer_state="keep", outer_lr=1.0,
+                 outer_momentum=0.0, validation_fraction=0.0,
+                 validation_data=None, early_stopping=False, patience=5,
+                 device="auto", random_state=None, verbose=0,
+                 warm_start=False, balance=False, max_lag=1,
+                 staleness_exponent=0.5, **kwargs):
+        super().__init__(
+            module=module, criterion=criterion, optimizer=optimizer, lr=lr,
+            lr_schedule=lr_schedule, n_epochs=n_epochs,
+            batch_size=batch_size, n_workers=n_workers,
+            sync_every=sync_every, shuffle=shuffle,
+            optimizer_state=optimizer_state, outer_lr=outer_lr,
+            outer_momentum=outer_momentum,
+            validation_fraction=validation_fraction,
+            validation_data=validation_data, early_stopping=early_stopping,
+            patience=patience, device=device, random_state=random_state,
+            verbose=verbose, warm_start=warm_start, balance=balance,
+            **kwargs)
+        self.max_lag = max_lag
+        self.staleness_exponent = staleness_exponent

@@ -1,16 +1,20 @@
-"""The public estimators: synchronous epoch averaging, classifier and
-regressor."""
+"""The public estimators: synchronous and asynchronous epoch averaging,
+classifier and regressor.
 
-import numpy as np
-import torch
+What classifiers (and regressors) of both strategies share is in
+``_Classifier`` (``_Regressor``); the strategy comes from the base.
+"""
+
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
-from dislib_nn.runtime import wait_on
-from dislib_nn.training import _block_tasks, _inputs, _labels
-from dislib_nn.training._base import SyncEpochAveragingBase
+from dislib_nn.training import _labels
+from dislib_nn.training._base import (AsyncEpochAveragingBase,
+                                      SyncEpochAveragingBase)
+from dislib_nn.training._targets import CLASSIFICATION, REGRESSION
 
-__all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor"]
+__all__ = ["SyncEpochAveragingClassifier", "SyncEpochAveragingRegressor",
+           "AsyncEpochAveragingClassifier", "AsyncEpochAveragingRegressor"]
 
 _STRATEGY = """
     Each worker trains its own replica of ``module`` on its share of the
@@ -18,6 +22,31 @@ _STRATEGY = """
     the replicas' ``state_dict`` entries are averaged, weighted by the
     samples each saw, by a binary tree of merge tasks, and every worker
     starts the next epoch from the merged model.
+"""
+
+_ASYNC_STRATEGY = """
+    Each worker trains its own replica of ``module`` on its share of the
+    data, epoch after epoch, in its own chain of tasks. After each epoch
+    a merge task folds the worker's update (its change since the model
+    it started from) into a global model, weighted by its share of the
+    samples and discounted by its staleness; merges run one at a time in
+    whatever order workers finish, and each worker starts its next epoch
+    from the global model its merge returned, without waiting for the
+    others. ``max_lag`` bounds how many epochs a worker may run ahead of
+    the slowest (see docs/strategies.md).
+"""
+
+_ASYNC_PARAMETERS = """    max_lag : int or None, default=1
+        How many epochs (merge rounds, with ``sync_every`` > 1) any
+        worker may run ahead of the slowest. 0 starts every epoch from
+        the model with all of the previous epoch's merges (the
+        synchronous strategy's model); None never makes a worker wait.
+    staleness_exponent : float, default=0.5
+        A merge's weight is its share of the samples times
+        ``(1 + tau) ** -staleness_exponent``, where ``tau`` is how many
+        epochs the global model moved beyond what a synchronous round
+        would have merged since the worker's snapshot; 0 turns the
+        discount off.
 """
 
 _PARAMETERS = """
@@ -89,7 +118,13 @@ _PARAMETERS = """
     warm_start : bool, default=False
         ``fit`` continues from the current model instead of starting
         anew.
-    **kwargs
+    balance : bool, default=False
+        Deal blocks to workers in proportion to their measured throughput
+        (rows per second in earlier epochs), so that a slower worker gets
+        less data and all finish together. Needs ``shuffle="global"`` or
+        ``"local"`` and more blocks than workers; the model then depends
+        on timings, so ``random_state`` no longer fixes it.
+{extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
 
@@ -99,7 +134,11 @@ _PARAMETERS = """
         The trained module, on the CPU, in eval mode.
     history_ : list of dict
         One dict per epoch: ``epoch``, ``train_loss``, ``valid_loss``,
-        ``valid_score``, ``lr``, ``merged``, ``dur_s``.
+        ``valid_score``, ``lr``, ``merged``, ``dur_s`` (wall time from the
+        end of the previous epoch's last training task, or the start of
+        ``fit``, to the end of this epoch's last training task),
+        ``worker_samples`` and ``worker_compute_s`` (rows and seconds of
+        each worker's training task){merges}.
     n_epochs_ : int
         Epochs run, over all calls to ``fit`` and ``partial_fit`` since
         the model was created.
@@ -114,30 +153,10 @@ _PARAMETERS = """
 """
 
 
-class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
-    __doc__ = """Data-parallel classifier averaging replicas every epoch.
-    """ + _STRATEGY + """    """ + _PARAMETERS.format(criterion="torch.nn.CrossEntropyLoss") + """
-    classes_ : ndarray of shape (n_classes,)
-        The labels seen in ``fit`` (any values; encoded as 0..n-1).
+class _Classifier(ClassifierMixin):
+    """Classifier methods shared by both strategies."""
 
-    Examples
-    --------
-    >>> import torch
-    >>> from sklearn.datasets import load_iris
-    >>> from dislib_nn import SyncEpochAveragingClassifier
-    >>> X, y = load_iris(return_X_y=True)
-    >>> clf = SyncEpochAveragingClassifier(
-    ...     module=torch.nn.Linear, module__in_features=4,
-    ...     module__out_features=3, lr=0.1, n_epochs=3, random_state=0)
-    >>> clf.fit(X, y).predict(X[:2]).shape
-    (2,)
-
-    A module of your own must be defined at module level of an importable
-    file (the workers import it), as in ``python -m dislib_nn.demo``.
-    """
-
-    _kind = "classifier"
-    _default_criterion = torch.nn.CrossEntropyLoss
+    _targets = CLASSIFICATION
 
     def partial_fit(self, X, y, classes=None):
         """Train for one more epoch, from the current model if fitted.
@@ -168,19 +187,6 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
         """
         return self._score(X, y, sample_weight)
 
-    def _learn_classes(self, y, reset, classes):
-        if not reset:
-            return      # labels are checked against classes_ when encoded
-        if classes is not None:
-            self.classes_ = np.unique(np.asarray(classes))
-            return
-        if _inputs.is_ds_tensor(y):
-            parts = wait_on([_block_tasks._unique_labels(b)
-                             for b in y._blocks])
-            self.classes_ = _labels.union(parts)
-        else:
-            self.classes_ = np.unique(y)
-
     def _score_arrays(self, X, y, sample_weight):
         _labels.encode(y, self.classes_, "y")
         return float(accuracy_score(y, self.predict(X),
@@ -192,29 +198,10 @@ class SyncEpochAveragingClassifier(ClassifierMixin, SyncEpochAveragingBase):
         return tags
 
 
-class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
-    __doc__ = """Data-parallel regressor averaging replicas every epoch.
-    """ + _STRATEGY + """
-    Targets reach the criterion with the shape they were given: 1-D
-    targets stay 1-D (a module output of shape (n, 1) is read as (n,),
-    so that it cannot broadcast against them), 2-D targets are
-    multi-output.
-    """ + _PARAMETERS.format(criterion="torch.nn.MSELoss") + """
-    Examples
-    --------
-    >>> import torch
-    >>> from sklearn.datasets import load_diabetes
-    >>> from dislib_nn import SyncEpochAveragingRegressor
-    >>> X, y = load_diabetes(return_X_y=True)
-    >>> reg = SyncEpochAveragingRegressor(
-    ...     module=torch.nn.Linear, module__in_features=10,
-    ...     module__out_features=1, n_epochs=2, random_state=0)
-    >>> reg.fit(X, y / 100).predict(X[:2]).shape
-    (2,)
-    """
+class _Regressor(RegressorMixin):
+    """Regressor methods shared by both strategies."""
 
-    _kind = "regressor"
-    _default_criterion = torch.nn.MSELoss
+    _targets = REGRESSION
 
     def predict(self, X):
         """Predictions: a numpy array, or a DsTensor for a DsTensor."""
@@ -228,9 +215,6 @@ class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
         """
         return self._score(X, y, sample_weight)
 
-    def _learn_classes(self, y, reset, classes):
-        pass
-
     def _score_arrays(self, X, y, sample_weight):
         return float(r2_score(y, self.predict(X),
                               sample_weight=sample_weight))
@@ -240,3 +224,92 @@ class SyncEpochAveragingRegressor(RegressorMixin, SyncEpochAveragingBase):
         tags.target_tags.multi_output = True
         tags.input_tags.three_d_array = True
         return tags
+
+
+_TARGET_SHAPES = """
+    Targets reach the criterion with the shape they were given: 1-D
+    targets stay 1-D (a module output of shape (n, 1) is read as (n,),
+    so that it cannot broadcast against them), 2-D targets are
+    multi-output.
+"""
+
+_CLASSES = """
+    classes_ : ndarray of shape (n_classes,)
+        The labels seen in ``fit`` (any values; encoded as 0..n-1).
+"""
+
+_MERGES = """; and, for the
+        asynchronous strategy, ``merges``: one dict per merge submitted
+        after the epoch, with ``worker``, ``index`` (its position in the
+        order merges ran), ``staleness`` (tau) and ``weight``"""
+
+
+def _classifier_example(name):
+    return f"""
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn.datasets import load_iris
+    >>> from dislib_nn import {name}
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = {name}(
+    ...     module=torch.nn.Linear, module__in_features=4,
+    ...     module__out_features=3, lr=0.1, n_epochs=3, random_state=0)
+    >>> clf.fit(X, y).predict(X[:2]).shape
+    (2,)
+
+    A module class of your own may live anywhere, your script or a
+    notebook included: what workers could not import is sent by value.
+    """
+
+
+def _regressor_example(name):
+    return f"""
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn.datasets import load_diabetes
+    >>> from dislib_nn import {name}
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> reg = {name}(
+    ...     module=torch.nn.Linear, module__in_features=10,
+    ...     module__out_features=1, n_epochs=2, random_state=0)
+    >>> reg.fit(X, y / 100).predict(X[:2]).shape
+    (2,)
+    """
+
+
+def _doc(summary, strategy, criterion, extra, merges, tail):
+    params = _PARAMETERS.format(criterion=criterion, extra=extra,
+                                merges=merges)
+    return f"""{summary}{strategy}    {params}{tail}"""
+
+
+class SyncEpochAveragingClassifier(_Classifier, SyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel classifier averaging replicas every epoch.\n",
+        _STRATEGY, "torch.nn.CrossEntropyLoss", "", "",
+        _CLASSES + _classifier_example("SyncEpochAveragingClassifier"))
+
+
+class SyncEpochAveragingRegressor(_Regressor, SyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel regressor averaging replicas every epoch.\n",
+        _STRATEGY + _TARGET_SHAPES, "torch.nn.MSELoss", "", "",
+        _regressor_example("SyncEpochAveragingRegressor"))
+
+
+class AsyncEpochAveragingClassifier(_Classifier, AsyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel classifier merging each replica as it finishes.\n",
+        _ASYNC_STRATEGY, "torch.nn.CrossEntropyLoss", _ASYNC_PARAMETERS,
+        _MERGES,
+        _CLASSES + _classifier_example("AsyncEpochAveragingClassifier"))
+
+
+class AsyncEpochAveragingRegressor(_Regressor, AsyncEpochAveragingBase):
+    __doc__ = _doc(
+        "Data-parallel regressor merging each replica as it finishes.\n",
+        _ASYNC_STRATEGY + _TARGET_SHAPES, "torch.nn.MSELoss",
+        _ASYNC_PARAMETERS, _MERGES,
+        _regressor_example("AsyncEpochAveragingRegressor"))

@@ -11,11 +11,14 @@ import torch
 
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _block_tasks, _inputs, _labels
+from dislib_nn.training import _data_tasks, _seeds
+from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._components import first_float_dtype
-from dislib_nn.training._sync import seed_for
 
-__all__ = ["FitData", "FitDataMixin"]
+__all__ = ["FitData", "FitDataMixin", "BALANCE_BLOCKS_PER_WORKER"]
+
+#: Blocks per worker an array is split into when ``balance=True``.
+BALANCE_BLOCKS_PER_WORKER = 8
 
 
 class FitData:
@@ -34,24 +37,15 @@ class FitDataMixin:
     def _check_fit_data(self, X, y, reset, classes=None):
         """Check X and y; learn (or check) ``classes_`` and the shapes."""
         X = _inputs.check_x(X)
-        y = _inputs.check_y(y, self._kind)
+        y = _inputs.check_y(y, self._targets)
         _inputs.check_lengths(X, y)
         if _inputs.is_ds_tensor(X):
             _inputs.check_finite_blocks(X, "X")
         if _inputs.is_ds_tensor(y):
             _inputs.check_finite_blocks(y, "y")
         self._check_sample_shape(X, reset)
-        if self._kind == "classifier":
-            self._learn_classes(y, reset, classes)
-        y_ndim = len(y.shape)
-        if self._kind == "regressor":
-            if reset:
-                self._y_ndim = y_ndim
-            elif y_ndim != self._y_ndim:
-                raise ShapeError(
-                    f"y has {y_ndim} dimension(s), but this estimator was "
-                    f"fitted with {self._y_ndim}-D targets.")
-        return {"X": X, "y": y, "y_ndim": y_ndim}
+        self._targets.learn(self, y, reset, classes)
+        return {"X": X, "y": y, "y_ndim": len(y.shape)}
 
     def _check_sample_shape(self, X, reset):
         sample_shape = tuple(X.shape[1:])
@@ -77,9 +71,6 @@ class FitDataMixin:
             f"X has samples of shape {sample_shape}, but {name} was fitted "
             f"on samples of shape {expected}.")
 
-    def _learn_classes(self, y, reset, classes):
-        raise NotImplementedError
-
     def _prepare(self, checked):
         """The checked data as DsTensors: encoded, blocked, split."""
         X, y = checked["X"], checked["y"]
@@ -88,8 +79,11 @@ class FitDataMixin:
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         sizes = X.block_sizes if _inputs.is_ds_tensor(X) else (
             y.block_sizes if _inputs.is_ds_tensor(y) else None)
+        # balance=True deals blocks by throughput: it needs several per
+        # worker to move work between them.
+        per_worker = BALANCE_BLOCKS_PER_WORKER if self.balance else 1
         x = _inputs.as_ds_tensor(X, block_sizes=sizes, n_blocks=min(
-            n_workers, X.shape[0]), dtype=np_dtype)
+            n_workers * per_worker, X.shape[0]), dtype=np_dtype)
         y = self._as_target_ds(y, x.block_sizes, np_dtype)
         x_valid = y_valid = None
         if self.validation_data is not None:
@@ -98,25 +92,15 @@ class FitDataMixin:
             x, y, x_valid, y_valid = self._split(x, y)
         self.n_workers_ = min(n_workers, x.n_blocks)
         return FitData(x, y, x_valid, y_valid, self._sample_shape,
-                        checked["y_ndim"])
+                       checked["y_ndim"])
 
     def _as_target_ds(self, y, block_sizes, np_dtype):
-        if self._kind == "classifier":
-            if _inputs.is_ds_tensor(y):
-                blocks = [_block_tasks._encode_labels(b, self.classes_, "y")
-                          for b in y._blocks]
-                return _data().DsTensor._from_blocks(
-                    blocks, tuple(y.block_sizes), (), torch.int64)
-            y = _labels.encode(y, self.classes_, "y")
-            return _inputs.as_ds_tensor(y, block_sizes=block_sizes)
-        return _inputs.as_ds_tensor(
-            y, block_sizes=block_sizes,
-            dtype=None if _inputs.is_ds_tensor(y) else np_dtype)
+        return self._targets.as_ds_tensor(self, y, block_sizes, np_dtype)
 
     def _validation_ds(self, np_dtype, n_workers):
         Xv, yv = self.validation_data
         Xv = _inputs.check_x(Xv, "validation_data[0]")
-        yv = _inputs.check_y(yv, self._kind, "validation_data[1]")
+        yv = _inputs.check_y(yv, self._targets, "validation_data[1]")
         _inputs.check_lengths(Xv, yv, "validation_data[0]",
                               "validation_data[1]")
         if _inputs.is_ds_tensor(Xv):
@@ -136,9 +120,11 @@ class FitDataMixin:
                 f"validation_fraction={self.validation_fraction!r} leaves "
                 f"no validation sample with blocks of sizes {tuple(sizes)}."
                 f" Raise it, or pass validation_data.")
-        parts = [_block_tasks._split_block(xb, yb, nv, seed_for(
-            self._seed, 4, i)) for i, (xb, yb, nv) in enumerate(
-                zip(x._blocks, y._blocks, n_valid))]
+        parts = [_data_tasks._split_block(
+            xb, yb, nv,
+            _seeds.seed_for(self._seed, _seeds.VALIDATION_SPLIT, i))
+            for i, (xb, yb, nv) in enumerate(zip(x._blocks, y._blocks,
+                                                 n_valid))]
         DsTensor = _data().DsTensor
         train_sizes = tuple(n - v for n, v in zip(sizes, n_valid))
         keep = [i for i, v in enumerate(n_valid) if v > 0]

@@ -12,36 +12,34 @@ predicted exactly and 0.0 otherwise).
 import numpy as np
 import torch
 
-__all__ = ["block_stats", "combine", "combine_all", "accuracy", "r2",
-           "mean_loss", "score_of"]
+__all__ = ["class_stats", "regression_stats", "combine", "combine_all",
+           "accuracy", "r2", "mean_loss"]
 
 
-def block_stats(kind, output, y, loss_sum=None):
-    """Sufficient statistics of one block's predictions.
+def class_stats(output, y, loss_sum=None):
+    """Sufficient statistics of one block of class scores.
 
-    Parameters
-    ----------
-    kind : {"classifier", "regressor"}
-    output : tensor
-        Class scores (n, n_classes), or regression outputs (n,) or (n, k).
-    y : tensor
-        Encoded labels (n,), or targets shaped like ``output``.
-    loss_sum : float, default=None
-        The criterion summed over the block's rows, when it was computed.
+    ``output`` holds class scores (n, n_classes), ``y`` encoded labels
+    (n,); ``loss_sum`` is the criterion summed over the block's rows, when
+    it was computed.
     """
     n = int(len(y))
-    stats = {"n": n, "loss_sum": loss_sum}
-    if kind == "classifier":
-        correct = int((output.argmax(dim=1) == y).sum()) if n else 0
-        stats["correct"] = correct
-        return stats
+    correct = int((output.argmax(dim=1) == y).sum()) if n else 0
+    return {"n": n, "loss_sum": loss_sum, "correct": correct}
+
+
+def regression_stats(output, y, loss_sum=None):
+    """Sufficient statistics of one block of regression outputs.
+
+    ``output`` and ``y`` are (n,) or (n, k), shaped alike.
+    """
+    n = int(len(y))
     yt = _columns(y)
     pred = _columns(output)
-    stats["sse"] = ((yt - pred) ** 2).sum(axis=0)
     mean = yt.mean(axis=0) if n else np.zeros(yt.shape[1])
-    stats["mean"] = mean
-    stats["m2"] = ((yt - mean) ** 2).sum(axis=0)
-    return stats
+    return {"n": n, "loss_sum": loss_sum,
+            "sse": ((yt - pred) ** 2).sum(axis=0), "mean": mean,
+            "m2": ((yt - mean) ** 2).sum(axis=0)}
 
 
 def combine(a, b):
@@ -86,10 +84,6 @@ def mean_loss(stats):
     if stats["loss_sum"] is None or stats["n"] == 0:
         return None
     return stats["loss_sum"] / stats["n"]
-
-
-def score_of(kind, stats):
-    return accuracy(stats) if kind == "classifier" else r2(stats)
 
 
 def _columns(t):

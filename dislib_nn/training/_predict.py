@@ -11,9 +11,10 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from dislib_nn import runtime
-from dislib_nn.training import _block_tasks, _inputs, _labels, _metrics
+from dislib_nn.training import _data_tasks, _labels, _metrics
+from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._components import Components
-from dislib_nn.training._epoch import forward_batches
+from dislib_nn.training._torch_loop import forward_batches
 
 __all__ = ["PredictMixin"]
 
@@ -57,7 +58,7 @@ class PredictMixin:
                     f"array.")
         sample_shape, dtype = self._output_spec(what, classes)
         components = Components(self.module_, {}, None, {}, None, {})
-        blocks = [_block_tasks._predict_block(
+        blocks = [_data_tasks._predict_block(
             components, None, b, self._output, what, self._predict_batch(),
             str(self.device), classes) for b in X._blocks]
         return _data().DsTensor._from_blocks(
@@ -75,7 +76,7 @@ class PredictMixin:
                                       else raw.dtype)
 
     def _submit_scores(self, components, state, x, y, classes, with_loss):
-        return [_block_tasks._score_block(
+        return [_data_tasks._score_block(
             components, state, xb, yb, self._output, with_loss,
             self._predict_batch(), str(self.device), classes)
             for xb, yb in zip(x._blocks, y._blocks)]
@@ -87,7 +88,7 @@ class PredictMixin:
         """Accuracy (classifier) or R² (regressor) of predictions on X."""
         check_is_fitted(self)
         X = _inputs.check_x(X)
-        y = _inputs.check_y(y, self._kind)
+        y = _inputs.check_y(y, self._targets)
         _inputs.check_lengths(X, y)
         self._check_predict_shape(tuple(X.shape[1:]))
         if not (_inputs.is_ds_tensor(X) or _inputs.is_ds_tensor(y)):
@@ -97,18 +98,12 @@ class PredictMixin:
                             "only; X or y is a DsTensor.")
         sizes = X.block_sizes if _inputs.is_ds_tensor(X) else y.block_sizes
         x = _inputs.as_ds_tensor(X, block_sizes=sizes)
-        classes = None
-        if self._kind == "classifier":
-            if _inputs.is_ds_tensor(y):
-                classes = self.classes_     # the tasks encode and check
-            else:
-                y = _labels.encode(y, self.classes_, "y")
+        y, classes = self._targets.score_labels(self, y)
         y = _inputs.as_ds_tensor(y, block_sizes=sizes)
         components = Components(self.module_, {}, None, {}, None, {})
         stats = runtime.wait_on(self._submit_scores(
             components, None, x, y, classes, with_loss=False))
-        return float(_metrics.score_of(self._kind,
-                                       _metrics.combine_all(stats)))
+        return float(self._targets.score(_metrics.combine_all(stats)))
 
     def _score_arrays(self, X, y, sample_weight):
         raise NotImplementedError

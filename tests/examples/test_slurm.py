@@ -1,8 +1,8 @@
 """The COMPSs launchers in examples/slurm use only real option names.
 
 Checked against the scripts of the COMPSs release kept beside the
-repository (../shared/pycompss-reference/scripts); skipped where that
-folder is absent.
+repository (the ``scripts`` folder of the PyCOMPSs sources the suite
+uses); skipped where that folder is absent.
 """
 
 import glob
@@ -12,11 +12,12 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from tests.conftest import PYCOMPSS_REFERENCE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 SLURM = os.path.join(ROOT, "examples", "slurm")
-REFERENCE = os.path.join(ROOT, "..", "shared", "pycompss-reference",
-                         "scripts")
+REFERENCE = os.path.join(PYCOMPSS_REFERENCE, "scripts")
 
 
 def _launcher_options(path):
@@ -37,8 +38,8 @@ def _readme_options():
 
 def _reference_text():
     if not os.path.isdir(REFERENCE):
-        pytest.skip("the COMPSs scripts (../shared/pycompss-reference) are "
-                    "not beside this checkout")
+        pytest.skip(f"the COMPSs scripts ({REFERENCE}) are not beside "
+                    f"this checkout")
     text = ""
     for path in glob.glob(os.path.join(REFERENCE, "*")):
         with open(path, errors="replace") as f:

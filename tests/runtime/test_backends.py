@@ -9,7 +9,7 @@ import pytest
 
 from dislib_nn import runtime
 from dislib_nn.exceptions import BackendError
-from tests.conftest import DOUBLE_PATH, use_backend
+from tests.conftest import PYCOMPSS_REFERENCE, use_backend
 from tests.runtime import tasks
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
@@ -39,25 +39,30 @@ def test_script_tasks_in_main_give_the_same_results_on_both_backends():
                                           / 2)
 
 
-def test_compss_adapter_passes_decorators_through_unchanged():
-    report = _run("compss_app.py", env={
-        "PYTHONPATH": DOUBLE_PATH, "PYCOMPSS_DOUBLE_IN_RUNTIME": "1"})
-    assert report["backend"] == "compss"
-    assert report["task_is_pycompss"] and report["constraint_is_pycompss"]
-    assert report["directions_are_pycompss"]
-    assert report["blocks_passed"] and report["blocks_same_objects"]
-    assert report["acc_passed"] and report["returns"] == 2
-    assert report["constraint"] == {"processors": [
-        {"processorType": "CPU", "computingUnits": "${ComputingUnits}"},
-        {"processorType": "GPU", "computingUnits": "${ComputingUnitsGPUs}"}]}
-    assert report["result"] == [3, 6] and report["acc"] == [6]
-    assert report["n_workers"] == 3 and report["barriers"] == 1
+def test_script_classes_reach_tasks_only_by_value():
+    local = _run("main_globals.py", "local")
+    sequential = _run("main_globals.py", "sequential")
+    for report in (local, sequential):
+        assert "the class Doubler, defined in the script being run " \
+               "(__main__)" in report["by_reference"]
+        assert "by_value(fn)" in report["by_reference"]
+        assert report["by_value"] == 6 and report["lambda_by_value"] == 4
+        # The estimators send the script's module class by value.
+        assert report["fitted"] == 2
+    assert local["weights"] == pytest.approx(sequential["weights"],
+                                             rel=1e-6)
+    assert local["score"] == sequential["score"]
 
 
+@pytest.mark.skipif(not os.path.isdir(PYCOMPSS_REFERENCE),
+                    reason="the PyCOMPSs sources are not beside the "
+                           "repository")
 def test_pycompss_installed_but_outside_the_runtime_means_local():
-    report = _run("compss_app.py", env={"PYTHONPATH": DOUBLE_PATH})
+    # The real binding importable, but no runcompss: the local backend.
+    report = _run("outside_compss.py",
+                  env={"PYTHONPATH": PYCOMPSS_REFERENCE})
     assert report["backend"] == "local"
-    assert not report["task_is_pycompss"]
+    assert report["pycompss"].startswith(PYCOMPSS_REFERENCE)
 
 
 @pytest.mark.parametrize("value", ["mpi", "LOCALL"])

@@ -58,3 +58,22 @@ def test_a_gpu_hidden_from_this_process_is_a_clear_error():
 def test_slots_per_node_follow_the_task_constraint(env, cpus, gpus, slots):
     assert ct.slots_per_node(env, cpus, gpus) == slots
     assert ct.gpus_per_task(env) == int(env.get("ComputingUnitsGPUs", 0))
+
+
+def test_under_compss_blocks_are_plain_memory(monkeypatch):
+    # Results travel through files under COMPSs: a buffer in /dev/shm
+    # would only cost a descriptor (and room in a container's small shm).
+    import os
+    import sys
+
+    from tests.conftest import PYCOMPSS_REFERENCE
+    if not os.path.isdir(PYCOMPSS_REFERENCE):
+        pytest.skip("the PyCOMPSs sources are not beside the repository")
+    monkeypatch.syspath_prepend(PYCOMPSS_REFERENCE)
+    monkeypatch.delitem(sys.modules, "dislib_nn.runtime._compss",
+                        raising=False)
+    from dislib_nn import runtime
+    from dislib_nn.runtime import _compss
+    big = (256, 1024)
+    assert not _compss.shared_empty(big).untyped_storage().is_shared()
+    assert runtime.shared_empty(big).untyped_storage().is_shared()

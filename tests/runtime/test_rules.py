@@ -204,3 +204,20 @@ def test_future_used_after_wait_on_is_rejected(backend):
     with pytest.raises(BackendError, match="already resolved by an earlier "
                                            "wait_on"):
         wait_on(fut)
+
+
+@pytest.mark.parametrize("value", [2 ** 53 + 1, 2 ** 62 + 11, -(2 ** 60)])
+def test_ints_compss_would_change_are_rejected(backend, value):
+    # PyCOMPSs's worker reads a Java long through float(): 2**62 + 11
+    # would arrive as 2**62.
+    with pytest.raises(TaskArgumentError, match=r"argument 'x' .* would "
+                                                r"arrive as"):
+        tasks.identity(value)
+    with pytest.raises(TaskArgumentError, match="an element of argument "
+                                                "'blocks'"):
+        tasks.total([value])
+
+
+@pytest.mark.parametrize("value", [2 ** 53, 2 ** 64 + 1, np.int64(2 ** 62)])
+def test_ints_compss_keeps_exact_are_accepted(backend, value):
+    assert wait_on(tasks.identity(value)) == value

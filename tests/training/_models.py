@@ -63,3 +63,30 @@ class Lazy(nn.Module):
 
     def forward(self, x):
         return self.fc(x)
+
+
+class SlowOddReplica(nn.Module):
+    """A test hook: an MLP whose forward sleeps in every other task.
+
+    The master builds the module once (the initial weights), then every
+    training task builds its own. On the sequential backend tasks run in
+    the order they are submitted, epoch by epoch, worker 0 first, so with
+    two workers and no validation the n-th build after the first
+    belongs to worker ``(n - 1) % 2``: worker 1's forward sleeps
+    ``delay`` seconds per batch, as on a slower node.
+    """
+
+    builds = 0
+
+    def __init__(self, n_features_in=4, n_outputs=1, delay=0.002):
+        super().__init__()
+        type(self).builds += 1
+        self.slow = type(self).builds > 1 and type(self).builds % 2 == 1
+        self.delay = delay
+        self.body = nn.Linear(n_features_in, n_outputs)
+
+    def forward(self, x):
+        if self.slow and self.training:
+            import time
+            time.sleep(self.delay)
+        return self.body(x)

@@ -14,7 +14,9 @@ from sklearn.datasets import load_diabetes, load_digits
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
 
-from dislib_nn import (SyncEpochAveragingClassifier,
+from dislib_nn import (AsyncEpochAveragingClassifier,
+                       AsyncEpochAveragingRegressor,
+                       SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from tests.conftest import use_backend
 from tests.training import _models
@@ -44,14 +46,16 @@ def _reference(module, X, y, criterion, optimizer, epochs, batch_size,
         return model
 
 
-def test_digits_cnn_with_batchnorm_two_workers():
+@pytest.mark.parametrize("cls", [SyncEpochAveragingClassifier,
+                                 AsyncEpochAveragingClassifier])
+def test_digits_cnn_with_batchnorm_two_workers(cls):
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.25, stratify=y, random_state=0)
     torch.manual_seed(0)
     init = _models.DigitsCNN(n_classes=10)
-    clf = SyncEpochAveragingClassifier(
+    clf = cls(
         module=init, n_workers=2, n_epochs=8, batch_size=32, lr=0.003,
         optimizer=torch.optim.Adam, random_state=0)
     clf.fit(X_train, y_train)
@@ -63,13 +67,16 @@ def test_digits_cnn_with_batchnorm_two_workers():
     with torch.no_grad():
         pred = reference(torch.from_numpy(X_test)).argmax(1).numpy()
     theirs = accuracy_score(y_test, pred)
-    print(f"digits accuracy: ours {ours:.4f}, single-process {theirs:.4f}")
+    print(f"{cls.__name__} digits accuracy: ours {ours:.4f}, "
+          f"single-process {theirs:.4f}")
     assert ours >= 0.95
     assert abs(ours - theirs) <= 0.02
     assert clf.module_.features[1].num_batches_tracked.item() > 0
 
 
-def test_diabetes_mlp_r2_close_to_single_process():
+@pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
+                                 AsyncEpochAveragingRegressor])
+def test_diabetes_mlp_r2_close_to_single_process(cls):
     X, y = load_diabetes(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.25, random_state=0)
@@ -81,7 +88,7 @@ def test_diabetes_mlp_r2_close_to_single_process():
 
     torch.manual_seed(0)
     init = _models.MLP(n_features_in=10, n_outputs=1, hidden=32)
-    reg = SyncEpochAveragingRegressor(
+    reg = cls(
         module=init, n_workers=2, n_epochs=30, batch_size=32, lr=0.01,
         random_state=0)
     reg.fit(X_train, t_train)
@@ -93,5 +100,6 @@ def test_diabetes_mlp_r2_close_to_single_process():
     with torch.no_grad():
         pred = reference(torch.from_numpy(X_test))[:, 0].numpy()
     theirs = r2_score(y_test, pred * y_std + y_mean)
-    print(f"diabetes R2: ours {ours:.4f}, single-process {theirs:.4f}")
+    print(f"{cls.__name__} diabetes R2: ours {ours:.4f}, "
+          f"single-process {theirs:.4f}")
     assert abs(ours - theirs) <= 0.05

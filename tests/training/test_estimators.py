@@ -12,11 +12,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 
 import dislib_nn as dnn
-from dislib_nn import (SyncEpochAveragingClassifier,
-                       SyncEpochAveragingRegressor)
-from dislib_nn import runtime
+from dislib_nn import (AsyncEpochAveragingClassifier,
+                       AsyncEpochAveragingRegressor,
+                       SyncEpochAveragingClassifier,
+                       SyncEpochAveragingRegressor, runtime)
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _base, _tasks
+from dislib_nn.training import _train_tasks
 from tests.conftest import use_backend
 from tests.training import _models
 
@@ -40,25 +41,34 @@ def _regression(n=100, n_targets=1):
     return X.astype(np.float32), (y / 100).astype(np.float32)
 
 
-def _clf(**kwargs):
+# Tests that take ``strategy`` run with both strategies' estimators.
+STRATEGIES = ("sync", "async")
+_CLASSES = {"sync": (SyncEpochAveragingClassifier,
+                     SyncEpochAveragingRegressor),
+            "async": (AsyncEpochAveragingClassifier,
+                      AsyncEpochAveragingRegressor)}
+
+
+def _clf(strategy="sync", **kwargs):
     params = dict(module=_models.Classifier, n_epochs=3, batch_size=16,
                   lr=0.05, optimizer=torch.optim.Adam, n_workers=2,
                   random_state=0)
     params.update(kwargs)
-    return SyncEpochAveragingClassifier(**params)
+    return _CLASSES[strategy][0](**params)
 
 
-def _reg(**kwargs):
+def _reg(strategy="sync", **kwargs):
     params = dict(module=_models.MLP, n_epochs=3, batch_size=16, lr=0.01,
                   n_workers=2, random_state=0)
     params.update(kwargs)
-    return SyncEpochAveragingRegressor(**params)
+    return _CLASSES[strategy][1](**params)
 
 
 # ------------------------------------------------------------- fitting
-def test_fit_sets_the_documented_attributes():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_fit_sets_the_documented_attributes(strategy):
     X, y = _classification()
-    clf = _clf(validation_fraction=0.2).fit(X, y)
+    clf = _clf(strategy, validation_fraction=0.2).fit(X, y)
     assert isinstance(clf.module_, _models.Classifier)
     assert not clf.module_.training
     assert all(p.device.type == "cpu" for p in clf.module_.parameters())
@@ -75,9 +85,10 @@ def test_fit_sets_the_documented_attributes():
     json.dumps(clf.history_)
 
 
-def test_string_labels_are_encoded_and_returned():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_string_labels_are_encoded_and_returned(strategy):
     X, y = _classification(labels=["cat", "dog", "emu"])
-    clf = _clf(n_epochs=5).fit(X, y)
+    clf = _clf(strategy, n_epochs=5).fit(X, y)
     assert list(clf.classes_) == ["cat", "dog", "emu"]
     assert set(clf.predict(X)) <= {"cat", "dog", "emu"}
     proba = clf.predict_proba(X)
@@ -96,9 +107,10 @@ def test_torch_tensors_are_accepted():
 
 
 @pytest.mark.parametrize("n_targets", [1, 2])
-def test_regression_targets_keep_their_shape(n_targets):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_regression_targets_keep_their_shape(n_targets, strategy):
     X, y = _regression(n_targets=n_targets)
-    reg = _reg().fit(X, y)
+    reg = _reg(strategy).fit(X, y)
     assert reg.predict(X).shape == y.shape
     assert reg.predict(X).dtype == np.float64
 
@@ -125,6 +137,9 @@ def test_shuffle_modes_all_learn():
 
 
 def test_same_random_state_same_model():
+    # The asynchronous strategy is reproducible with max_lag=0 only
+    # (tests/training/test_async.py); otherwise merges run in the order
+    # workers finish.
     X, y = _classification()
     a = _clf(module=_models.WithDropout, criterion=None,
              module__n_outputs=3).fit(X, y)
@@ -141,16 +156,18 @@ def test_n_workers_is_capped_by_the_number_of_blocks():
     assert clf.n_workers_ == 3
 
 
-def test_lazy_modules_are_shaped_at_fit():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_lazy_modules_are_shaped_at_fit(strategy):
     X, y = _regression()
-    reg = _reg(module=_models.Lazy).fit(X, y)
+    reg = _reg(strategy, module=_models.Lazy).fit(X, y)
     assert reg.module_.fc.weight.shape == (1, 4)
 
 
-def test_early_stopping_stops_and_keeps_the_best_model():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_early_stopping_stops_and_keeps_the_best_model(strategy):
     X, y = _classification(n=160)
     Xv, yv = X[:40], y[:40]
-    clf = _clf(n_epochs=50, lr=0.5, optimizer=torch.optim.SGD,
+    clf = _clf(strategy, n_epochs=50, lr=0.5, optimizer=torch.optim.SGD,
                early_stopping=True, patience=2, validation_data=(Xv, yv))
     clf.fit(X[40:], y[40:])
     losses = [h["valid_loss"] for h in clf.history_]
@@ -174,13 +191,16 @@ def test_verbose_prints_one_line_per_epoch(capsys):
     X, y = _classification()
     _clf(verbose=1, n_epochs=2).fit(X, y)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("epoch   1/2") and "train_loss" in lines[0]
+    assert len(lines) == 3
+    assert lines[0] == ("SyncEpochAveragingClassifier: 2 workers, backend "
+                        "local")
+    assert lines[1].startswith("epoch   1/2") and "train_loss" in lines[1]
 
 
-def test_warm_start_and_partial_fit_extend_the_history():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_warm_start_and_partial_fit_extend_the_history(strategy):
     X, y = _classification()
-    clf = _clf(warm_start=True, n_epochs=2).fit(X, y)
+    clf = _clf(strategy, warm_start=True, n_epochs=2).fit(X, y)
     clf.fit(X, y)
     assert clf.n_epochs_ == 4 and len(clf.history_) == 4
     clf.partial_fit(X, y)
@@ -188,16 +208,18 @@ def test_warm_start_and_partial_fit_extend_the_history():
     assert [h["epoch"] for h in clf.history_] == [1, 2, 3, 4, 5]
 
 
-def test_partial_fit_classes_argument():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_partial_fit_classes_argument(strategy):
     X, y = _classification()
-    clf = _clf(module__n_classes=4)
+    clf = _clf(strategy, module__n_classes=4)
     clf.partial_fit(X[y < 2], y[y < 2], classes=[0, 1, 2, 3])
     assert list(clf.classes_) == [0, 1, 2, 3]
     clf.partial_fit(X, y)
 
 
 # ------------------------------------------------------------ DsTensors
-def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch, strategy):
     X, y = _classification()
     x = dnn.from_array(X, n_blocks=4)
     yd = dnn.from_array(y, n_blocks=4)
@@ -206,7 +228,7 @@ def test_ds_tensor_fit_predict_score_never_collect_x(monkeypatch):
         raise AssertionError("the master collected a DsTensor")
 
     monkeypatch.setattr(dnn.DsTensor, "collect", no_collect)
-    clf = _clf(validation_fraction=0.2).fit(x, yd)
+    clf = _clf(strategy, validation_fraction=0.2).fit(x, yd)
     assert list(clf.classes_) == [0, 1, 2]
     pred = clf.predict(x)
     proba = clf.predict_proba(x)
@@ -248,19 +270,20 @@ def test_dislib_ds_arrays_are_accepted():
     assert 0 <= clf.score(x_ds, y_ds) <= 1
 
 
-def test_master_fetches_no_weights_during_fit(monkeypatch):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_master_fetches_no_weights_during_fit(monkeypatch, strategy):
     fetched = []
-    original = _base.runtime.wait_on
+    original = runtime.wait_on
 
     def spy(*objs):
         values = original(*objs)
         fetched.append(values)
         return values
 
-    monkeypatch.setattr(_base.runtime, "wait_on", spy)
+    monkeypatch.setattr(runtime, "wait_on", spy)
     X, y = _classification()
-    _clf(n_epochs=4, validation_fraction=0.2, optimizer_state="reset").fit(
-        X, y)
+    _clf(strategy, n_epochs=4, validation_fraction=0.2,
+         optimizer_state="reset").fit(X, y)
 
     def holds_tensor(value):
         if torch.is_tensor(value):
@@ -284,10 +307,14 @@ def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
         calls.append(root)
         return ("merged", tuple(models))
 
-    monkeypatch.setattr(_tasks, "_merge_pair", fake_merge)
+    monkeypatch.setattr(_train_tasks, "_merge_pair", fake_merge)
     deleted = []
-    monkeypatch.setattr(_tasks, "delete_object", deleted.append)
-    model, optim = _tasks.submit_merge(list("abcde"), None, [1] * 5)
+
+    class Lifetimes:
+        release = staticmethod(deleted.append)
+
+    model, optim = _train_tasks.submit_merge(list("abcde"), None, [1] * 5,
+                                             Lifetimes())
     # The three partial sums are released once consumed; leaves are not
     # the tree's to release.
     assert len(deleted) == 3 and not set("abcde") & set(deleted)
@@ -340,9 +367,10 @@ def test_grid_search_over_prefixed_params():
     assert set(search.best_params_) == {"module__hidden", "lr"}
 
 
-def test_pickle_after_fit():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_pickle_after_fit(strategy):
     X, y = _classification()
-    clf = _clf().fit(X, y)
+    clf = _clf(strategy).fit(X, y)
     again = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(again.predict_proba(X),
                                   clf.predict_proba(X))
@@ -481,10 +509,11 @@ def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch):
     # environment says (ComputingUnitsGPUs is a COMPSs setting).
     monkeypatch.setenv("ComputingUnitsGPUs", "1")
     assert runtime.gpus_per_task() == 0
-    assert _tasks.train_task_for("auto") is _tasks._train_epoch
-    assert _tasks.train_task_for("cpu") is _tasks._train_epoch
-    assert _tasks.train_task_for("cuda:1") is _tasks._train_epoch_gpu
-    gpu = _tasks._train_epoch_gpu.constraints["processors"]
+    tasks = _train_tasks
+    assert tasks.train_task_for("auto") is tasks._train_epoch
+    assert tasks.train_task_for("cpu") is tasks._train_epoch
+    assert tasks.train_task_for("cuda:1") is tasks._train_epoch_gpu
+    gpu = tasks._train_epoch_gpu.constraints["processors"]
     assert {p["processorType"] for p in gpu} == {"CPU", "GPU"}
 
 
@@ -536,9 +565,10 @@ def test_early_stopping_without_validation_watches_the_training_loss():
     assert all(h["valid_loss"] is None for h in clf.history_)
 
 
-def test_a_failed_first_fit_leaves_no_model():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_failed_first_fit_leaves_no_model(strategy):
     X, y = _classification()
-    clf = _clf(module=_models.Broken)
+    clf = _clf(strategy, module=_models.Broken)
     with pytest.raises(ValueError, match="forward exploded"):
         clf.fit(X, y)
     with pytest.raises(NotFittedError):
@@ -546,13 +576,15 @@ def test_a_failed_first_fit_leaves_no_model():
 
 
 @pytest.mark.parametrize("optimizer_state", ["keep", "reset", "average"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_option_at_once_releases_only_what_is_consumed(
-        optimizer_state):
+        optimizer_state, strategy):
     # Futures released with delete_object cannot be passed to a task
     # again (the runtime raises): a full run with every option on shows
     # the trainer releases only futures nothing will read.
     X, y = _classification(n=150)
-    clf = _clf(n_workers=3, n_epochs=7, sync_every=2, outer_lr=0.8,
+    clf = _clf(strategy, n_workers=3, n_epochs=7, sync_every=2,
+               outer_lr=0.8,
                outer_momentum=0.5, optimizer_state=optimizer_state,
                early_stopping=True, patience=10, validation_fraction=0.2,
                shuffle="global", warm_start=True)

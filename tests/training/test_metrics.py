@@ -20,8 +20,8 @@ def test_r2_from_blocks_matches_sklearn(outputs, sizes):
     shape = (50,) if outputs is None else (50, outputs)
     y = rng.normal(3, 2, size=shape)
     pred = y + rng.normal(0, 1, size=shape)
-    stats = [_metrics.block_stats("regressor", torch.from_numpy(pred[s]),
-                                  torch.from_numpy(y[s]))
+    stats = [_metrics.regression_stats(torch.from_numpy(pred[s]),
+                                       torch.from_numpy(y[s]))
              for s in _blocks(50, sizes)]
     for order in (stats, stats[::-1]):
         total = _metrics.combine_all(order)
@@ -32,8 +32,8 @@ def test_r2_from_blocks_matches_sklearn(outputs, sizes):
 def test_r2_of_a_constant_target_follows_sklearn():
     y = np.ones(6)
     for pred in (np.ones(6), np.arange(6.0)):
-        stats = _metrics.block_stats("regressor", torch.from_numpy(pred),
-                                     torch.from_numpy(y))
+        stats = _metrics.regression_stats(torch.from_numpy(pred),
+                                          torch.from_numpy(y))
         assert _metrics.r2(stats) == r2_score(y, pred)
 
 
@@ -41,8 +41,7 @@ def test_accuracy_and_mean_loss_from_blocks():
     rng = np.random.RandomState(1)
     logits = rng.normal(size=(40, 4))
     y = rng.randint(0, 4, size=40)
-    stats = [_metrics.block_stats("classifier",
-                                  torch.from_numpy(logits[s]),
+    stats = [_metrics.class_stats(torch.from_numpy(logits[s]),
                                   torch.from_numpy(y[s]), loss_sum=2.0)
              for s in _blocks(40, (15, 25))]
     total = _metrics.combine_all(stats)

@@ -8,7 +8,9 @@ import pytest
 import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dislib_nn import (SyncEpochAveragingClassifier,
+from dislib_nn import (AsyncEpochAveragingClassifier,
+                       AsyncEpochAveragingRegressor,
+                       SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from tests.conftest import use_backend
 from tests.training import _models
@@ -22,15 +24,20 @@ def _sequential():
 
 
 ESTIMATORS = [
-    SyncEpochAveragingClassifier(
+    classifier(
         # BatchNorm cannot train on a batch of one sample, which
         # check_fit2d_1sample asks for: that is PyTorch's rule, not ours.
         module=_models.Classifier, module__batch_norm=False,
         optimizer=torch.optim.Adam, lr=0.05,
-        n_epochs=10, batch_size=16, n_workers=2, random_state=0),
-    SyncEpochAveragingRegressor(
+        n_epochs=10, batch_size=16, n_workers=2, random_state=0)
+    for classifier in (SyncEpochAveragingClassifier,
+                       AsyncEpochAveragingClassifier)
+] + [
+    regressor(
         module=_models.MLP, optimizer=torch.optim.Adam, lr=0.05,
-        n_epochs=10, batch_size=16, n_workers=2, random_state=0),
+        n_epochs=10, batch_size=16, n_workers=2, random_state=0)
+    for regressor in (SyncEpochAveragingRegressor,
+                      AsyncEpochAveragingRegressor)
 ]
 
 EXPECTED_FAILED = {}

@@ -11,12 +11,11 @@ import inspect
 
 import numpy as np
 import torch
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, column_or_1d
+from sklearn.utils.validation import check_array
 
 from dislib_nn.exceptions import ShapeError
 from dislib_nn.runtime import wait_on
-from dislib_nn.training import _block_tasks
+from dislib_nn.training import _data_tasks
 
 __all__ = ["is_ds_tensor", "is_ds_array", "check_x", "check_y",
            "check_lengths", "check_finite_blocks", "as_ds_tensor"]
@@ -55,23 +54,17 @@ def check_x(X, name="X"):
                        input_name=name, **{_FINITE: True})
 
 
-def check_y(y, kind, name="y"):
+def check_y(y, targets, name="y"):
     """``y`` as a DsTensor, or as a checked numpy array.
 
-    Classifier labels become 1-D (a column vector is accepted with
-    scikit-learn's DataConversionWarning); regression targets keep the
-    shape they were given, 1-D or 2-D.
+    ``targets`` (:data:`~._targets.CLASSIFICATION` or
+    :data:`~._targets.REGRESSION`) says what a valid ``y`` is: classifier
+    labels become 1-D (a column vector is accepted with scikit-learn's
+    DataConversionWarning); regression targets keep the shape they were
+    given, 1-D or 2-D.
     """
     if is_ds_tensor(y):
-        if kind == "regressor" and len(y.sample_shape) > 1:
-            raise ShapeError(
-                f"{name} must be 1-D or 2-D (one row per sample). Got a "
-                f"DsTensor of shape {y.shape}.")
-        if kind == "classifier" and y.sample_shape not in ((), (1,)):
-            raise ShapeError(
-                f"{name} must hold one label per sample; multi-output "
-                f"classification is not supported. Got a DsTensor of "
-                f"shape {y.shape}.")
+        targets.check_ds(y, name)
         return y
     if is_ds_array(y):
         return _data().from_ds_array(y)
@@ -81,32 +74,7 @@ def check_y(y, kind, name="y"):
             f"None (the {name} argument).")
     if torch.is_tensor(y):
         y = y.detach().cpu().numpy()
-    if kind == "classifier":
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] != 1:
-            raise ShapeError(
-                f"{name} must hold one label per sample (1-D); multi-output "
-                f"classification is not supported. Got shape {y.shape}.")
-        y = column_or_1d(y, warn=True)
-        if y.dtype.kind in "fc" or y.dtype == object:
-            _check_finite_labels(y, name)
-        check_classification_targets(y)
-        return y
-    y = check_array(y, dtype="numeric", ensure_2d=False, input_name=name,
-                    **{_FINITE: True})
-    if y.ndim > 2:
-        raise ShapeError(f"{name} must be 1-D or 2-D. Got shape {y.shape}.")
-    return y
-
-
-def _check_finite_labels(y, name):
-    if y.dtype == object:
-        numeric = [v for v in y if isinstance(v, (float, np.floating))]
-        bad = any(not np.isfinite(v) for v in numeric)
-    else:
-        bad = not np.all(np.isfinite(y))
-    if bad:
-        raise ValueError(f"Input {name} contains NaN or infinity.")
+    return targets.check_array(y, name, {_FINITE: True})
 
 
 def n_rows(data):
@@ -125,7 +93,7 @@ def check_finite_blocks(ds, name):
     """Raise if a DsTensor holds NaN or infinity (one task per block)."""
     if not ds._dtype.is_floating_point and not ds._dtype.is_complex:
         return
-    flags = wait_on([_block_tasks._all_finite(b) for b in ds._blocks])
+    flags = wait_on([_data_tasks._all_finite(b) for b in ds._blocks])
     bad = [i for i, ok in enumerate(flags) if not ok]
     if bad:
         raise ValueError(

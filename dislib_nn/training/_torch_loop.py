@@ -4,21 +4,20 @@ This is what a training task runs once its arguments have arrived; it
 knows nothing about the runtime, so it can be read (and debugged) as an
 ordinary PyTorch loop. :func:`run_train_task` wraps it with what a task
 owes the runtime: choosing the device, sizing torch threads under
-COMPSs, seeding, and returning CPU tensors.
+COMPSs, seeding, returning CPU tensors, and timing itself.
 """
 
-import os
+import time
 
 import torch
 
-from dislib_nn import runtime
+from dislib_nn.training._device import resolve_device, size_threads
 
-__all__ = ["EpochSettings", "resolve_device", "size_threads",
-           "run_train_task", "train_one_epoch", "forward_batches",
-           "OutputAdapter", "to_cpu"]
+__all__ = ["EpochSettings", "run_train_task", "train_one_epoch",
+           "forward_batches", "to_cpu"]
 
-_ELEMENTWISE_LOSSES = (torch.nn.MSELoss, torch.nn.L1Loss,
-                       torch.nn.SmoothL1Loss, torch.nn.HuberLoss)
+_BATCH_NORMS = (torch.nn.modules.batchnorm._BatchNorm,
+                torch.nn.SyncBatchNorm)
 
 
 class EpochSettings:
@@ -51,107 +50,6 @@ class EpochSettings:
         self.output = output
 
 
-class OutputAdapter:
-    """Checks the module's output against the targets, and shapes it.
-
-    Parameters
-    ----------
-    kind : {"classifier", "regressor"}
-    n_classes : int or None
-        For classifiers: how many columns the output must have.
-    flat_target : bool
-        For regressors: y was 1-D, so an output of shape (n, 1) is read as
-        (n,) (a column would broadcast against a 1-D target in the loss).
-    x_dtype : torch.dtype
-        The dtype inputs are cast to (the module's floating dtype).
-    """
-
-    def __init__(self, kind, n_classes, flat_target, x_dtype):
-        self.kind = kind
-        self.n_classes = n_classes
-        self.flat_target = flat_target
-        self.x_dtype = x_dtype
-
-    def y_dtype(self):
-        return torch.int64 if self.kind == "classifier" else self.x_dtype
-
-    def __call__(self, output, criterion=None, target=None):
-        if not torch.is_tensor(output):
-            raise TypeError(
-                f"the module's forward must return a tensor. It returned "
-                f"a {type(output).__name__}.")
-        if self.kind == "classifier":
-            # predict and predict_proba read one score per class, whatever
-            # the loss: check it at the first batch, not after training.
-            if output.ndim != 2 or output.shape[1] != self.n_classes:
-                raise ValueError(
-                    f"the module's output has shape {tuple(output.shape)}, "
-                    f"but a classifier needs one column per class: shape "
-                    f"({output.shape[0]}, {self.n_classes}) for the "
-                    f"{self.n_classes} classes of y. Give the module "
-                    f"{self.n_classes} outputs (a module class whose "
-                    f"__init__ takes n_classes gets it filled in by fit).")
-            return output
-        if self.flat_target and output.ndim == 2 and output.shape[1] == 1:
-            output = output[:, 0]
-        if (target is not None and isinstance(criterion, _ELEMENTWISE_LOSSES)
-                and output.shape != target.shape):
-            raise ValueError(
-                f"the module's output has shape {tuple(output.shape)} but "
-                f"the targets have shape {tuple(target.shape)}; "
-                f"{type(criterion).__name__} would broadcast them against "
-                f"each other. Make the module return one value per target "
-                f"column ({tuple(target.shape)[1:] or 'a 1-D output'}).")
-        return output
-
-
-def resolve_device(device):
-    """The ``torch.device`` a task runs on.
-
-    ``"auto"`` takes a GPU the runtime gave the task: under COMPSs only a
-    task whose constraint was given GPUs uses one (the first of those),
-    whatever the node has; the local backends do not assign GPUs, so
-    there it is the first visible one. ``"cuda:k"`` under COMPSs is the
-    k-th GPU given to the task.
-    """
-    if isinstance(device, torch.device):
-        device = str(device)
-    given = runtime.task_cuda_devices()
-    if device == "auto":
-        if given is None:
-            return torch.device("cuda" if torch.cuda.is_available()
-                                else "cpu")
-        return torch.device("cuda", given[0]) if given else \
-            torch.device("cpu")
-    resolved = torch.device(device)
-    if resolved.type != "cuda":
-        return resolved
-    if given is not None:
-        k = resolved.index or 0
-        if k >= len(given):
-            raise RuntimeError(
-                f"device={device!r} was asked for, but the runtime gave "
-                f"this task {len(given)} GPU(s). Ask for GPUs with "
-                f"ComputingUnitsGPUs (see docs/hpc.md), or use "
-                f"device='auto' to run where the task is placed.")
-        return torch.device("cuda", given[k])
-    if not torch.cuda.is_available():
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
-        raise RuntimeError(
-            f"device={device!r} was asked for, but this task sees no CUDA "
-            f"GPU (CUDA_VISIBLE_DEVICES={visible}, torch built with CUDA: "
-            f"{torch.version.cuda is not None}). Use device='auto' to "
-            f"fall back to the CPU.")
-    return resolved
-
-
-def size_threads():
-    """Use as many torch threads as the runtime gave the task (COMPSs)."""
-    n = runtime.task_threads()
-    if n is not None and torch.get_num_threads() != n:
-        torch.set_num_threads(n)
-
-
 def to_cpu(obj):
     """``obj`` with every tensor inside moved to the CPU (and detached)."""
     if torch.is_tensor(obj):
@@ -177,9 +75,15 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         The optimizer's state (CPU tensors), or None when
         ``optimizer_state="reset"``.
     n_samples : int
-    loss_sum : float
-        The sum over minibatches of the mean loss times the batch length.
+        The rows trained on (the merge weight of the replica).
+    stats : dict
+        ``loss_sum``, the sum over minibatches of the mean loss times the
+        batch length; ``compute_s``, the seconds this function took
+        (building the model to returning it: what ``balance=True``
+        measures throughput by); ``end_s``, the time it ended
+        (``time.time()``, to date epochs on every backend).
     """
+    started = time.perf_counter()
     size_threads()
     device = resolve_device(settings.device)
     torch.manual_seed(settings.seed)
@@ -198,8 +102,12 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
                                   settings.batch_size, generator, device,
                                   settings.output)
     keep = settings.optimizer_state != "reset"
-    return (to_cpu(model.state_dict()),
-            to_cpu(optimizer.state_dict()) if keep else None, n, loss_sum)
+    state = to_cpu(model.state_dict())
+    optim = to_cpu(optimizer.state_dict()) if keep else None
+    stats = {"loss_sum": loss_sum,
+             "compute_s": time.perf_counter() - started,
+             "end_s": time.time()}
+    return state, optim, n, stats
 
 
 def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
@@ -207,18 +115,29 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
     """Minibatch training over ``x`` and ``y``; ``(n_samples, loss_sum)``.
 
     Rows are visited in order, or in a random order drawn from
-    ``generator`` when it is given; the last batch may be short.
+    ``generator`` when it is given; the last batch may be short. When the
+    module has BatchNorm layers in training mode, a last batch of exactly
+    one row is left out (BatchNorm cannot normalise a single sample):
+    ``n_samples`` counts the rows trained on.
     """
     n = len(x)
     order = None if generator is None else torch.randperm(
         n, generator=generator)
     total = torch.zeros((), dtype=torch.float64, device=device)
     x_dtype, y_dtype = output.x_dtype, output.y_dtype()
+    if _has_batch_norm(model):
+        if batch_size == 1:
+            raise ValueError(
+                "batch_size=1, but the module has BatchNorm layers, which "
+                "cannot train on batches of one row. Use batch_size >= 2.")
+        if n % batch_size == 1:
+            n -= 1
     for start in range(0, n, batch_size):
+        end = min(start + batch_size, n)
         if order is None:
-            xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+            xb, yb = x[start:end], y[start:end]
         else:
-            idx = order[start:start + batch_size]
+            idx = order[start:end]
             xb, yb = x[idx], y[idx]
         xb = xb.to(device=device, dtype=x_dtype)
         yb = yb.to(device=device, dtype=y_dtype)
@@ -243,6 +162,11 @@ def forward_batches(model, x, batch_size, device, output):
     if not outs:
         return torch.empty((0,))
     return torch.cat(outs)
+
+
+def _has_batch_norm(model):
+    return any(isinstance(m, _BATCH_NORMS) and m.training
+               for m in model.modules())
 
 
 def _optimizer(components, model, settings, optim_state):

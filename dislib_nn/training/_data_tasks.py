@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from dislib_nn.runtime import task
-from dislib_nn.training import _labels, _metrics
-from dislib_nn.training._epoch import (forward_batches, resolve_device,
-                                       size_threads)
+from dislib_nn.training import _labels
+from dislib_nn.training._device import resolve_device, size_threads
+from dislib_nn.training._torch_loop import forward_batches
 
 __all__ = []
 
@@ -76,15 +76,13 @@ def _score_block(components, state, x_block, y_block, output, with_loss,
         _labels.encode(_numpy(y_block), classes, "y"))
     raw = forward_batches(module, torch.as_tensor(x_block), batch_size, dev,
                           output)
-    y = y.to(output.y_dtype())
-    if output.kind == "regressor" and output.flat_target and y.ndim == 2:
-        y = y[:, 0]
+    y = output.targets.score_target(output, y.to(output.y_dtype()))
     loss_sum = None
     if with_loss and len(y):
         criterion = components.build_criterion()
         with torch.no_grad():
             loss_sum = float(criterion(raw, y)) * len(y)
-    return _metrics.block_stats(output.kind, raw, y, loss_sum)
+    return output.targets.block_stats(raw, y, loss_sum)
 
 
 def _model(components, state, device):

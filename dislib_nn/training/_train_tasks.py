@@ -16,10 +16,9 @@ and sequential backends record the constraints and ignore them.
 """
 
 from dislib_nn import runtime
-from dislib_nn.runtime import (COLLECTION_IN, Depth, Type, constraint,
-                               delete_object, task)
+from dislib_nn.runtime import COLLECTION_IN, Depth, Type, constraint, task
 from dislib_nn.training import _merge
-from dislib_nn.training._epoch import run_train_task
+from dislib_nn.training._torch_loop import run_train_task
 
 __all__ = ["train_task_for", "submit_merge"]
 
@@ -118,13 +117,14 @@ def train_task_for(device):
     return _train_epoch
 
 
-def submit_merge(models, optims, counts):
+def submit_merge(models, optims, counts, lifetimes):
     """Submit the binary tree of merge tasks over the replicas.
 
     Returns futures of the merged state dict and of the merged optimizer
     state, or None for it when ``optims`` is None. With one replica
     nothing is submitted and its own state is returned. The tree has
-    depth ceil(log2(len(models))).
+    depth ceil(log2(len(models))). Partial sums are released through
+    ``lifetimes`` (anything with a ``release(obj)`` method) once consumed.
     """
     if len(models) == 1:
         return models[0], None if optims is None else optims[0]
@@ -141,9 +141,9 @@ def submit_merge(models, optims, counts):
             model = optim = _merge_pair([a[0], b[0]], [a[2], b[2]], root)
         for child in (a, b):
             if child[3]:    # a partial sum is consumed here, and only here
-                delete_object(child[0])
+                lifetimes.release(child[0])
                 if with_optims:
-                    delete_object(child[1])
+                    lifetimes.release(child[1])
         # A partial sum carries its weights inside; its count, 0, is
         # ignored (collections of COMPSs tasks hold no None).
         return model, optim, 0, True

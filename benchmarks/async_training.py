@@ -1,0 +1,205 @@
+"""Asynchronous against synchronous epoch averaging, with slow workers.
+
+Workload of ``benchmarks/sync_training.py`` (``make_classification``
+60 000 x 128, 10 classes, 10 000 test rows; MLP 128-512-512-10; SGD lr
+0.05 momentum 0.9; batch 64), 2 workers on the local backend, the same
+number of epochs for every configuration. A hook in this script (not in
+the library) slows training tasks down: the module's forward sleeps, per
+batch, a factor times the compute time of the batch before it, so a task
+takes ``1 + factor`` times its compute time.
+
+``plain``   no slow-down: async (max_lag=1) against sync;
+``jitter``  factor drawn uniformly in [0, 1) per task (from the task's
+            seed): async with max_lag=None against sync;
+``slow``    factor 1 for every task of worker 1 (a node twice as slow):
+            sync, sync with balance=True, async with balance=True.
+
+Targets (issue 8), as ratios of fit wall times measured in the same run:
+async/sync <= 0.92 (jitter), async balanced / sync <= 0.75 (slow),
+async/sync <= 1.05 (plain); every async accuracy within 1.5 points of
+sync's in the same scenario.
+
+Run from the repository root::
+
+    python benchmarks/async_training.py            # 10 epochs, 1 repeat
+    python benchmarks/async_training.py --epochs 2 --n-samples 12000  # smoke
+
+Not a test; never imported by the package.
+"""
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+import torch
+from sklearn.utils import check_random_state
+
+from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from sync_training import MLP, make_data  # noqa: E402
+
+RUNS = (("plain", "sync", {}), ("plain", "async", {}),
+        ("jitter", "sync", {}), ("jitter", "async", {"max_lag": None}),
+        ("slow", "sync", {}), ("slow", "sync", {"balance": True}),
+        ("slow", "async", {"balance": True}))
+
+
+class HookedMLP(MLP):
+    """The benchmark's MLP, with the slow-down hook in its forward.
+
+    ``mode`` is "none", "jitter" or "slow"; ``slow_seeds`` are the seeds
+    of worker 1's training tasks (a task seeds torch with its own seed
+    before building the module, so ``torch.initial_seed()`` names it).
+    """
+
+    def __init__(self, n_features=128, hidden=512, n_classes=10,
+                 mode="none", slow_seeds=()):
+        super().__init__(n_features, hidden, n_classes)
+        self.mode = mode
+        self.slow_seeds = frozenset(slow_seeds)
+        self._factor = None
+        self._mark = None
+
+    def forward(self, x):
+        if self.training and self.mode != "none":
+            now = time.perf_counter()
+            if self._factor is None:
+                seed = torch.initial_seed()
+                self._factor = random.Random(seed).random() \
+                    if self.mode == "jitter" else \
+                    float(seed in self.slow_seeds)
+            if self._mark is not None and self._factor:
+                time.sleep(self._factor * (now - self._mark))
+            self._mark = time.perf_counter()
+        return super().forward(x)
+
+
+def worker_seeds(random_state, n_epochs, worker):
+    """The seeds of one worker's training tasks, as the estimators derive
+    them (the library's seed streams, used here as a test hook)."""
+    from dislib_nn.training import _seeds
+    base = int(check_random_state(random_state).randint(0, 2 ** 31 - 1))
+    epochs = _seeds.seed_for(base, _seeds.EPOCHS)
+    return tuple(_seeds.seed_for(epochs, _seeds.TRAIN, e, worker)
+                 for e in range(n_epochs))
+
+
+def estimator(kind, mode, args, n_epochs, **extra):
+    import dislib_nn as dnn
+    cls = dnn.AsyncEpochAveragingClassifier if kind == "async" \
+        else dnn.SyncEpochAveragingClassifier
+    slow = worker_seeds(args.seed, n_epochs, 1) if mode == "slow" else ()
+    return cls(module=HookedMLP, module__n_features=args.n_features,
+               module__hidden=args.hidden, module__mode=mode,
+               module__slow_seeds=slow, optimizer=torch.optim.SGD,
+               lr=args.lr, optimizer__momentum=args.momentum,
+               n_epochs=n_epochs, batch_size=args.batch_size,
+               n_workers=args.workers, random_state=args.seed, **extra)
+
+
+def run(mode, kind, extra, data, args):
+    X_train, X_test, y_train, y_test = data
+    est = estimator(kind, mode, args, args.epochs, **extra)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    est.fit(X_train, y_train)
+    fit_s = time.perf_counter() - t0
+    acc = float(est.score(X_test, y_test))
+    last = est.history_[-1]
+    stale = [m["staleness"] for h in est.history_
+             for m in h.get("merges", [])]
+    return {"fit_s": fit_s, "acc": acc, "load": load,
+            "rows": last["worker_samples"],
+            "max_staleness": max(stale) if stale else None}
+
+
+def label(kind, extra):
+    parts = [kind] + [f"{k}={v}" for k, v in extra.items()]
+    return " ".join(parts)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--n-samples", type=int, default=60_000)
+    p.add_argument("--test-size", type=int, default=10_000)
+    p.add_argument("--n-features", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    print("async_training benchmark:", " ".join(sys.argv[1:])
+          or "(defaults)")
+    print("Machine:", describe())
+    print("Load average before:", " ".join(f"{v:.2f}"
+                                           for v in os.getloadavg()))
+    data = make_data(args)
+    print(f"Data: {len(data[0]):,} train / {len(data[1]):,} test rows; "
+          f"MLP {args.n_features}-{args.hidden}-{args.hidden}-10; "
+          f"{args.epochs} epochs; {args.workers} workers x 1 thread")
+    from dislib_nn.runtime import set_backend
+    set_backend("local", n_workers=args.workers, threads_per_worker=1)
+    t0 = time.perf_counter()
+    estimator("sync", "none", args, 1).fit(data[0][:2048], data[2][:2048])
+    print(f"Pool start-up (not timed below): "
+          f"{time.perf_counter() - t0:.1f} s\n")
+    results = {}
+    for rep in range(args.repeats):
+        shift = rep % len(RUNS)
+        for mode, kind, extra in RUNS[shift:] + RUNS[:shift]:
+            r = run(mode, kind, extra, data, args)
+            key = (mode, label(kind, extra))
+            results.setdefault(key, []).append(r)
+            print(f"{mode:7s} {key[1]:26s} fit {r['fit_s']:7.2f} s  acc "
+                  f"{r['acc']:.4f}  rows/worker (last epoch) {r['rows']}"
+                  f"  max staleness {r['max_staleness']}  load "
+                  f"{r['load']:.2f}", flush=True)
+    med = {k: statistics.median(r["fit_s"] for r in v)
+           for k, v in results.items()}
+    acc = {k: statistics.median(r["acc"] for r in v)
+           for k, v in results.items()}
+
+    def ratio(a, b):
+        return med[a] / med[b]
+
+    checks = [
+        ("plain: async / sync", ("plain", "async"), ("plain", "sync"),
+         1.05),
+        ("jitter: async max_lag=None / sync",
+         ("jitter", "async max_lag=None"), ("jitter", "sync"), 0.92),
+        ("slow: async balance / sync", ("slow", "async balance=True"),
+         ("slow", "sync"), 0.75),
+        ("slow: sync balance / sync", ("slow", "sync balance=True"),
+         ("slow", "sync"), None),
+    ]
+    print("\nRatios of median fit times (same run):")
+    for name, a, b, target in checks:
+        value = ratio(a, b)
+        verdict = "" if target is None else (
+            f"target <= {target}: " + ("met" if value <= target
+                                       else "MISSED"))
+        print(f"  {name:36s} {value:.3f}  {verdict}")
+    print("Accuracy, points against sync in the same scenario "
+          "(target: within 1.5):")
+    for (mode, name), value in acc.items():
+        if name.startswith("async"):
+            diff = 100 * (value - acc[(mode, "sync")])
+            print(f"  {mode:7s} {name:26s} {diff:+.2f}  "
+                  f"{'met' if abs(diff) <= 1.5 else 'MISSED'}")
+    print("Load average after:", " ".join(f"{v:.2f}"
+                                          for v in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

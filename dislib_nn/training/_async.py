@@ -1,0 +1,238 @@
+"""The asynchronous strategy: each worker merges as soon as it is done.
+
+Each worker runs its own chain of epoch tasks. At the end of each of
+its rounds (``sync_every`` epochs, and the end of the fit) a merge task
+folds its update into the global model (:func:`._stale_merge.fold`):
+the global model is the task's ``COMMUTATIVE`` argument, so merges run
+one at a time, in whatever order workers finish, and each returns the
+fresh global model this worker starts its next round from, without
+waiting for the others.
+
+``max_lag`` bounds how far ahead a worker may run, purely as task
+dependencies: worker ``w``'s round ``r`` starts from the freshest of its
+own merge of round ``r - 1`` and the other workers' merges of round
+``r - 1 - max_lag`` (a small task picks it, so it depends on all of
+them). ``max_lag=0`` thus starts every round from the model with all of
+the previous round's merges, which is the synchronous strategy;
+``max_lag=None`` adds no dependency between workers. Nothing in the
+chains waits on the master; the master reads scalars only, up to
+``max_lag * sync_every`` epochs behind (see
+:attr:`AsyncStrategy.scalar_lag`).
+"""
+
+from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
+from dislib_nn.training import _stale_merge
+from dislib_nn.training._strategy import (EpochHandle, Strategy,
+                                          training_fields)
+from dislib_nn.training._sync import merges_after
+
+__all__ = ["AsyncStrategy"]
+
+_COLLECTION = {Type: COLLECTION_IN, Depth: 1}
+
+
+@task(returns=4, glob=COMMUTATIVE)
+def _fold(glob, start_state, start_info, start_optim, trained_state,
+          trained_optim, n_samples, worker, epoch, rules):
+    """Fold one worker's update into the global model; its fresh copy.
+
+    Returns the global state, its averaged optimizer state (``{}`` when
+    none is averaged) and its progress, which the worker starts its next
+    round from, and the merge's record for ``history_``.
+    """
+    record = _stale_merge.fold(glob, start_state, start_info["progress"],
+                               trained_state, n_samples, rules,
+                               start_optim, trained_optim)
+    record.update(worker=worker, epoch=epoch)
+    state, optim, info = _stale_merge.snapshot_of(glob)
+    return state, optim, info, record
+
+
+@task(returns=3, states=_COLLECTION, optims=_COLLECTION, infos=_COLLECTION)
+def _freshest(states, optims, infos):
+    """The snapshot with the most rows merged (first on ties)."""
+    best = max(range(len(infos)), key=lambda i: (infos[i]["progress"], -i))
+    return states[best], optims[best], infos[best]
+
+
+@task(returns=1, states=_COLLECTION, infos=_COLLECTION)
+def _freshest_state(states, infos):
+    """The state of the snapshot with the most rows merged."""
+    best = max(range(len(infos)), key=lambda i: (infos[i]["progress"], -i))
+    return states[best]
+
+
+@task(returns=3)
+def _global_parts(glob):
+    """The global model at the end of the fit, its averaged optimizer
+    state (``{}`` when none) and its outer momentum buffer."""
+    _, optim, _ = _stale_merge.snapshot_of(glob)
+    return glob["state"], optim, glob["velocity"]
+
+
+class AsyncStrategy(Strategy):
+    """Submits per-worker chains of epochs and their merges.
+
+    What carries over to the next fit: each worker's optimizer state
+    (``optimizer_state="keep"``) or the averaged one (``"average"``), and
+    the outer momentum buffer.
+    """
+
+    def __init__(self, setup):
+        super().__init__(setup)
+        p, n = setup.params, setup.n_workers
+        self.max_lag = p["max_lag"]
+        self.average = p["optimizer_state"] == "average"
+        initial_optims = setup.initial_optims()
+        start_optim = initial_optims[0] if self.average else None
+        self.glob = _stale_merge.new_global(
+            setup.state, start_optim, setup.carried.get("velocity"))
+        self.rules = _stale_merge.FoldRules(
+            setup.data.n_rows, n, p["staleness_exponent"], p["outer_lr"],
+            p["outer_momentum"], setup.param_keys, self.average)
+        snapshot = (setup.state, start_optim, {"progress": 0})
+        self.start = [snapshot] * n        # each worker's round start
+        self.picked = [False] * n          # start made by _freshest
+        self.current = [None] * n          # trained state, mid-round
+        self.optims = [None if self.average else o for o in initial_optims]
+        self.rounds = []                   # merge outputs per round
+        self.round_open = [True] * n
+        self._parts = None
+
+    @property
+    def scalar_lag(self):
+        """Reading epoch ``e``'s scalars waits for every worker's epoch
+        ``e``: a worker may run ``max_lag`` rounds ahead anyway, so the
+        master reads that far behind (the whole fit ahead with
+        ``max_lag=None``). With ``balance``, the first epoch is read at
+        once, so that the second is already dealt by measurement, and
+        later ones at most one epoch behind with ``max_lag=None``."""
+        p = self.setup.params
+        if p["balance"] and not self.setup.data.throughput.known():
+            return 0
+        if self.max_lag is None:
+            return 1 if p["balance"] else p["n_epochs"] + 1
+        return max(1, self.max_lag) * p["sync_every"]
+
+    def submit_epoch(self, epoch, lr, last, want_model):
+        setup, p = self.setup, self.setup.params
+        data, lifetimes = setup.data, setup.lifetimes
+        counts, stats = [], []
+        for w, (x_blocks, y_blocks) in enumerate(data.blocks(epoch)):
+            if self.round_open[w]:
+                self._begin_round(w)
+                state_in = self.start[w][0]
+                optim_in = self.start[w][1] if self.average \
+                    else self.optims[w]
+            else:
+                state_in = self.current[w]
+                optim_in = self.optims[w]
+            state, optim, count, stat = setup.train_task(
+                setup.components, state_in, optim_in, x_blocks, y_blocks,
+                setup.settings(epoch, w, lr))
+            if not self.round_open[w]:
+                # Mid-round: the previous epoch's outputs, read only here.
+                lifetimes.release(state_in, optim_in)
+            elif not self.average:
+                # The worker's own optimizer chain (an averaged one belongs
+                # to the snapshot, released with its round).
+                lifetimes.release(optim_in)
+            self.round_open[w] = False
+            self.current[w] = state
+            if p["optimizer_state"] == "reset":
+                lifetimes.release(optim)
+                optim = None
+            self.optims[w] = optim
+            counts.append(count)
+            stats.append(stat)
+        data.forget(epoch)
+        if not last:
+            data.prepare(epoch + 1)
+        merge = merges_after(epoch, p["sync_every"], last)
+        records, model = [], None
+        if merge:
+            records, model = self._merge(counts, epoch, want_model)
+        return EpochHandle(epoch, lr, merge, [counts, stats, records],
+                           model)
+
+    def read(self, handle, values):
+        counts, stats, records = values
+        self.setup.data.throughput.observe(
+            counts, [s["compute_s"] for s in stats])
+        fields = training_fields(counts, stats)
+        fields["merges"] = [
+            {"worker": int(r["worker"]), "index": int(r["index"]),
+             "staleness": float(r["staleness"]),
+             "weight": float(r["weight"])} for r in records]
+        return fields
+
+    def final_model(self):
+        return self._global_parts()[0]
+
+    def carry(self):
+        parts = self._global_parts()
+        optims = None
+        if self.setup.params["optimizer_state"] == "keep":
+            optims = list(self.optims)
+        elif self.average:
+            optims = [parts[1]]
+        return {"optimizer_states": optims, "velocity": parts[2]}
+
+    def _global_parts(self):
+        """Futures of the final global state, optimizer state, velocity
+        (one task reading the global model, submitted once)."""
+        if self._parts is None:
+            self._parts = _global_parts(self.glob)
+        return self._parts
+
+    # ------------------------------------------------------------ rounds
+    def _begin_round(self, w):
+        """Choose the snapshot worker ``w`` starts its next round from."""
+        r = len(self.rounds)
+        if r == 0:
+            return
+        own = self.rounds[r - 1][w]
+        others = []
+        if self.max_lag is not None and r - 1 - self.max_lag >= 0:
+            others = [snap for v, snap in
+                      enumerate(self.rounds[r - 1 - self.max_lag]) if v != w]
+        if not others:
+            self.start[w], self.picked[w] = own, False
+            return
+        candidates = [own] + others
+        self.start[w] = tuple(_freshest([c[0] for c in candidates],
+                                        [c[1] for c in candidates],
+                                        [c[2] for c in candidates]))
+        self.picked[w] = True
+
+    def _merge(self, counts, epoch, want_model):
+        lifetimes = self.setup.lifetimes
+        outputs, records = [], []
+        for w, count in enumerate(counts):
+            start_state, start_optim, start_info = self.start[w]
+            state, optim, info, record = _fold(
+                self.glob, start_state, start_info, start_optim,
+                self.current[w], self.optims[w] if self.average else None,
+                count, w, epoch + 1, self.rules)
+            outputs.append((state, optim, info))
+            records.append(record)
+            lifetimes.release(self.current[w])
+            if self.average:
+                lifetimes.release(self.optims[w])
+            if self.picked[w]:
+                lifetimes.release(list(self.start[w]))
+        self.rounds.append(outputs)
+        self.current = [None] * len(counts)
+        self.round_open = [True] * len(counts)
+        # A round's outputs are read by the next round of their worker
+        # and by the others' round r + 1 + max_lag: release what no
+        # round still to start can read.
+        keep = 1 + (self.max_lag or 0)
+        old = len(self.rounds) - 1 - keep
+        if old >= 0:
+            lifetimes.release([list(snap) for snap in self.rounds[old]])
+        model = None
+        if want_model:
+            model = lifetimes.keep(_freshest_state(
+                [o[0] for o in outputs], [o[2] for o in outputs]))
+        return records, model

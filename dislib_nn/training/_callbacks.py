@@ -1,0 +1,134 @@
+"""The epoch loop's callbacks: history, schedule, early stopping, printing.
+
+The loop (:func:`dislib_nn.training._epoch_loop.run_epochs`) calls every
+callback of its list, in order, at four points:
+
+``on_fit_begin(loop)``
+    before the first epoch is submitted;
+``on_epoch_begin(loop, epoch)``
+    before epoch ``epoch`` (0-based, counted across fits) is submitted;
+    may set ``loop.lr``, the learning rate every worker gets;
+``on_epoch_end(loop, record, handle)``
+    once the epoch's scalars were read (one or more epochs later: see
+    ``needs_current_epoch``). ``record`` is the epoch's history dict, to
+    read or add keys to; ``handle.model`` is the future of the model
+    after the epoch (merged epochs, when some callback ``wants_model``).
+    Return True to stop after this epoch;
+``on_fit_end(loop)``
+    after the last epoch was read; may set ``loop.final_model`` to the
+    future of the model the fit should keep.
+
+Class attributes say what a callback needs from the loop:
+``needs_current_epoch`` (the next epoch cannot be submitted before this
+one's record is read: early stopping, a plateau schedule) and
+``wants_model`` (the epoch's model future is needed: validation, early
+stopping, a checkpoint). A checkpoint is one more callback: save
+``handle.model`` (a future; submit a task that writes it, or fetch it)
+in ``on_epoch_end``.
+
+The ``loop`` object has the attributes ``estimator``, ``total`` (the
+epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
+"""
+
+__all__ = ["Callback", "LearningRate", "History", "EarlyStopping",
+           "Printer", "format_record"]
+
+
+class Callback:
+    """Base class: every hook does nothing."""
+
+    needs_current_epoch = False
+    wants_model = False
+
+    def on_fit_begin(self, loop):
+        pass
+
+    def on_epoch_begin(self, loop, epoch):
+        pass
+
+    def on_epoch_end(self, loop, record, handle):
+        return False
+
+    def on_fit_end(self, loop):
+        pass
+
+
+class LearningRate(Callback):
+    """Sets each epoch's learning rate from an :class:`LRSchedule`."""
+
+    def __init__(self, schedule):
+        self.schedule = schedule
+        self.needs_current_epoch = schedule.needs_metric
+
+    def on_epoch_begin(self, loop, epoch):
+        loop.lr = self.schedule.lr_at(epoch)
+
+    def on_epoch_end(self, loop, record, handle):
+        self.schedule.observe(record)
+        return False
+
+
+class History(Callback):
+    """Appends each record to ``history_`` and counts ``n_epochs_``."""
+
+    def on_epoch_end(self, loop, record, handle):
+        loop.estimator.history_.append(record)
+        loop.estimator.n_epochs_ += 1
+        return False
+
+
+class EarlyStopping(Callback):
+    """Stops when the validation loss (else the training loss) has not
+    improved for ``patience`` merged epochs, and keeps the best model."""
+
+    needs_current_epoch = True
+    wants_model = True
+
+    def __init__(self, patience):
+        self.patience = patience
+        self.best_loss = None
+        self.best = None
+        self.bad = 0
+
+    def on_epoch_end(self, loop, record, handle):
+        if handle.model is None:
+            return False
+        loss = record["valid_loss"]
+        if loss is None:
+            loss = record["train_loss"]
+        if self.best_loss is None or loss < self.best_loss:
+            self.best_loss, self.best, self.bad = loss, handle.model, 0
+            return False
+        self.bad += 1
+        return self.bad >= self.patience
+
+    def on_fit_end(self, loop):
+        if self.best is not None:
+            loop.final_model = self.best
+
+
+class Printer(Callback):
+    """With ``verbose``: a line naming the backend and the workers at the
+    start of ``fit``, then one line per epoch."""
+
+    def __init__(self, describe):
+        self.describe = describe
+
+    def on_fit_begin(self, loop):
+        print(self.describe, flush=True)
+
+    def on_epoch_end(self, loop, record, handle):
+        print(format_record(record, loop.total), flush=True)
+        return False
+
+
+def format_record(record, total):
+    parts = [f"epoch {record['epoch']:>3}/{total}",
+             f"train_loss {record['train_loss']:.4f}"]
+    if record["valid_loss"] is not None:
+        parts.append(f"valid_loss {record['valid_loss']:.4f}")
+    if record["valid_score"] is not None:
+        parts.append(f"valid_score {record['valid_score']:.4f}")
+    parts.append(f"lr {record['lr']:.3g}")
+    parts.append(f"{record['dur_s']:.2f}s")
+    return "  ".join(parts)

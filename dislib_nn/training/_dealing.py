@@ -1,0 +1,177 @@
+"""Who trains on what in an epoch: shuffles, dealing blocks, balance.
+
+Both strategies train epoch ``e`` of worker ``w`` on the blocks
+:class:`EpochData` deals it, with the seeds it derives, so that the same
+``random_state`` gives the same data to the same replica whichever
+strategy runs.
+
+Shuffle modes
+-------------
+``"global"``
+    Rows are reshuffled across all blocks every epoch
+    (:func:`dislib_nn.data.shuffle`); block ``b`` goes to worker
+    ``b % P``.
+``"local"``
+    No data moves between blocks: each worker visits its rows in a new
+    random order, and blocks are re-dealt to workers at random every
+    epoch.
+``"none"``
+    Block ``b`` stays on worker ``b % P`` and rows are visited in order:
+    the federated setting, where each worker keeps its own data.
+
+Balance
+-------
+With ``balance=True`` the blocks of an epoch are dealt in proportion to
+each worker's measured throughput (rows per second of its training
+tasks, from the sample counts and compute times the epoch loop already
+reads), so that workers finish together: see :func:`balanced_deal`.
+"""
+
+import numpy as np
+
+from dislib_nn.training import _seeds
+
+__all__ = ["SHUFFLE_MODES", "block_order", "deal", "balanced_deal",
+           "Throughput", "EpochData"]
+
+SHUFFLE_MODES = ("global", "local", "none")
+
+
+def block_order(n_blocks, mode, seed):
+    """The order blocks are dealt in: as they are, or permuted (local)."""
+    if mode == "local":
+        return np.random.default_rng(seed).permutation(n_blocks).tolist()
+    return list(range(n_blocks))
+
+
+def deal(n_blocks, n_workers, mode, seed):
+    """Block indices per worker for one epoch (round robin, or re-dealt)."""
+    order = block_order(n_blocks, mode, seed)
+    return [order[w::n_workers] for w in range(n_workers)]
+
+
+def balanced_deal(order, sizes, rates):
+    """Deal blocks so that each worker's rows are proportional to its rate.
+
+    Blocks are taken in ``order`` and each goes to the worker furthest
+    below its target (``rate_w / sum(rates)`` of all rows, measured in
+    rows), ties to the lower index; every worker gets at least one block
+    while there are enough. Deterministic for given rates.
+
+    Parameters
+    ----------
+    order : sequence of int
+        Block indices, in the order they are dealt.
+    sizes : sequence of int
+        Rows per block (indexed by block).
+    rates : sequence of float
+        Rows per second of each worker (> 0).
+
+    Returns
+    -------
+    list of list of int
+        Block indices per worker.
+    """
+    rates = np.asarray(rates, dtype=np.float64)
+    n_workers = len(rates)
+    total = float(sum(sizes[b] for b in order))
+    target = rates / rates.sum() * total
+    given = np.zeros(n_workers)
+    out = [[] for _ in range(n_workers)]
+    order = list(order)
+    # One block each first (largest rates first), so nobody idles.
+    for w in np.argsort(-rates, kind="stable")[:len(order)]:
+        b = order.pop(0)
+        out[w].append(b)
+        given[w] += sizes[b]
+    for b in order:
+        w = int(np.argmax(target - given))
+        out[w].append(b)
+        given[w] += sizes[b]
+    return [sorted(blocks) for blocks in out]
+
+
+class Throughput:
+    """Each worker's rows per second, from the epochs read so far."""
+
+    def __init__(self, n_workers):
+        self.rates = [None] * n_workers
+
+    def observe(self, counts, compute_s):
+        for w, (n, s) in enumerate(zip(counts, compute_s)):
+            if n and s and s > 0:
+                self.rates[w] = n / s
+
+    def known(self):
+        return all(r is not None for r in self.rates)
+
+
+class EpochData:
+    """The blocks each worker trains on, epoch by epoch.
+
+    Parameters
+    ----------
+    x, y : DsTensor
+        The training data (y already encoded).
+    n_workers : int
+    shuffle : {"global", "local", "none"}
+    seed : int
+        The base of the epochs' seed streams.
+    shuffle_fn : callable
+        ``shuffle_fn(x, y, seed) -> (x, y)`` for ``shuffle="global"``.
+    balance : bool
+    """
+
+    def __init__(self, x, y, n_workers, shuffle, seed, shuffle_fn,
+                 balance=False):
+        self.x, self.y = x, y
+        self.n_workers = n_workers
+        self.shuffle = shuffle
+        self.seed = seed
+        self.balance = balance
+        self.throughput = Throughput(n_workers)
+        self._shuffle_fn = shuffle_fn
+        self._prepared = {}
+
+    @property
+    def n_rows(self):
+        return int(sum(self.x.block_sizes))
+
+    def prepare(self, epoch):
+        """Submit the data movement of ``epoch`` (ahead of time is fine)."""
+        if epoch not in self._prepared:
+            if self.shuffle == "global":
+                seed = _seeds.seed_for(self.seed, _seeds.SHUFFLE, epoch)
+                self._prepared[epoch] = self._shuffle_fn(self.x, self.y,
+                                                         seed)
+            else:
+                self._prepared[epoch] = (self.x, self.y)
+        return self._prepared[epoch]
+
+    def assignment(self, epoch):
+        """Block indices per worker for ``epoch``."""
+        x, _ = self.prepare(epoch)
+        seed = _seeds.seed_for(self.seed, _seeds.DEAL, epoch)
+        if self.balance and self.throughput.known():
+            return balanced_deal(block_order(x.n_blocks, self.shuffle, seed),
+                                 x.block_sizes, self.throughput.rates)
+        return deal(x.n_blocks, self.n_workers, self.shuffle, seed)
+
+    def blocks(self, epoch):
+        """``(x_blocks, y_blocks)`` per worker for ``epoch``."""
+        x, y = self.prepare(epoch)
+        return [([x._blocks[b] for b in blocks],
+                 [y._blocks[b] for b in blocks])
+                for blocks in self.assignment(epoch)]
+
+    def train_seed(self, epoch, worker):
+        return _seeds.seed_for(self.seed, _seeds.TRAIN, epoch, worker)
+
+    def forget(self, epoch):
+        """Drop an epoch's shuffled copy once its tasks are submitted.
+
+        Its blocks are released with the last DsTensor holding them (see
+        ``dislib_nn.data._lifetime``); the training data's own blocks,
+        held by ``self.x``, stay.
+        """
+        self._prepared.pop(epoch, None)

@@ -1,0 +1,61 @@
+"""Where a task trains: the device, and how many torch threads it uses.
+
+Two small functions that every task calls before touching torch; they
+ask the runtime what it gave the task (COMPSs's environment is read only
+inside :mod:`dislib_nn.runtime`).
+"""
+
+import os
+
+import torch
+
+from dislib_nn import runtime
+
+__all__ = ["resolve_device", "size_threads"]
+
+
+def resolve_device(device):
+    """The ``torch.device`` a task runs on.
+
+    ``"auto"`` takes a GPU the runtime gave the task: under COMPSs only a
+    task whose constraint was given GPUs uses one (the first of those),
+    whatever the node has; the local backends do not assign GPUs, so
+    there it is the first visible one. ``"cuda:k"`` under COMPSs is the
+    k-th GPU given to the task.
+    """
+    if isinstance(device, torch.device):
+        device = str(device)
+    given = runtime.task_cuda_devices()
+    if device == "auto":
+        if given is None:
+            return torch.device("cuda" if torch.cuda.is_available()
+                                else "cpu")
+        return torch.device("cuda", given[0]) if given else \
+            torch.device("cpu")
+    resolved = torch.device(device)
+    if resolved.type != "cuda":
+        return resolved
+    if given is not None:
+        k = resolved.index or 0
+        if k >= len(given):
+            raise RuntimeError(
+                f"device={device!r} was asked for, but the runtime gave "
+                f"this task {len(given)} GPU(s). Ask for GPUs with "
+                f"ComputingUnitsGPUs (see docs/hpc.md), or use "
+                f"device='auto' to run where the task is placed.")
+        return torch.device("cuda", given[k])
+    if not torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+        raise RuntimeError(
+            f"device={device!r} was asked for, but this task sees no CUDA "
+            f"GPU (CUDA_VISIBLE_DEVICES={visible}, torch built with CUDA: "
+            f"{torch.version.cuda is not None}). Use device='auto' to "
+            f"fall back to the CPU.")
+    return resolved
+
+
+def size_threads():
+    """Use as many torch threads as the runtime gave the task (COMPSs)."""
+    n = runtime.task_threads()
+    if n is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)

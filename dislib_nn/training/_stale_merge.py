@@ -1,0 +1,223 @@
+"""The asynchronous merge's arithmetic: staleness, weights, folding.
+
+Pure functions on numbers and state dicts (no runtime imports), so the
+formulas are tested without tasks. The asynchronous strategy
+(:mod:`._async`) calls :func:`fold` inside its merge task.
+
+The global model keeps ``progress``: the training rows merged into it so
+far (an epoch of all ``N`` rows counts ``N``). A worker that trained on
+``n`` rows from a snapshot taken at progress ``p0`` merges when the
+global model is at progress ``p``. It moved ``p - p0`` rows since the
+snapshot; a synchronous round would have merged, besides this worker's
+own update, the other workers' ``N - n`` rows of the same round. What
+goes beyond that is the staleness, in rounds::
+
+    tau = max(0, (p - p0) - (N - n)) / N
+
+and the update is weighted by the worker's share of the rows,
+discounted by it::
+
+    weight = (n / N) * (1 + tau) ** -staleness_exponent
+
+Then ``global += weight * (trained - snapshot)``: the worker's delta from
+the model it started from, not its model (merging the model would pull
+the global model back to where the worker started). With every worker
+starting from the model of the previous round (``max_lag=0``), ``tau``
+is 0 and the shares add up to 1, so the folds give exactly the
+sample-weighted average of the synchronous strategy.
+
+Outer learning rate and momentum (FedAvgM, DiLoCo) apply per merge:
+``step = weight * delta + (n / N) * momentum * velocity``, then
+``global += outer_lr * step``; the steps of each round (``n_workers``
+merges) add up to the next round's ``velocity``. With ``max_lag=0``
+this is the synchronous server step. Buffers (BatchNorm statistics)
+take the plain weighted delta; integer entries take the maximum.
+"""
+
+import torch
+
+from dislib_nn.training import _merge
+
+__all__ = ["staleness", "discount", "merge_weight", "replay",
+           "FoldRules", "new_global", "fold", "snapshot_of"]
+
+_WIDEN = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+
+
+def staleness(moved, n_samples, n_rows):
+    """``tau``: rounds the global model moved beyond a synchronous round.
+
+    Parameters
+    ----------
+    moved : int
+        Rows merged into the global model since the worker's snapshot.
+    n_samples : int
+        Rows the worker trained on.
+    n_rows : int
+        Rows in a whole epoch (all workers).
+    """
+    if n_rows <= 0:
+        raise ValueError(f"n_rows must be > 0. Got {n_rows!r} instead.")
+    return max(0, moved - (n_rows - n_samples)) / n_rows
+
+
+def discount(tau, exponent):
+    """``(1 + tau) ** -exponent``: 1 for a fresh update, less when stale."""
+    return (1.0 + tau) ** -exponent
+
+
+def merge_weight(n_samples, n_rows, tau, exponent):
+    """The worker's share of the rows, discounted by its staleness."""
+    return n_samples / n_rows * discount(tau, exponent)
+
+
+def replay(merges, n_rows, exponent):
+    """Staleness and weight of a sequence of merges, in the order they run.
+
+    Each worker starts from the global model its previous merge returned
+    (the start of the fit for its first), as with ``max_lag=None``.
+
+    Parameters
+    ----------
+    merges : iterable of (worker, n_samples)
+    n_rows : int
+    exponent : float
+
+    Returns
+    -------
+    list of dict
+        ``worker``, ``staleness`` and ``weight`` per merge.
+    """
+    progress, snapshot, out = 0, {}, []
+    for worker, n in merges:
+        tau = staleness(progress - snapshot.get(worker, 0), n, n_rows)
+        out.append({"worker": worker, "staleness": tau,
+                    "weight": merge_weight(n, n_rows, tau, exponent)})
+        progress += n
+        snapshot[worker] = progress
+    return out
+
+
+class FoldRules:
+    """The constants of a fit's merges (a picklable plain object)."""
+
+    def __init__(self, n_rows, n_workers, exponent, outer_lr,
+                 outer_momentum, param_keys, average_optims):
+        self.n_rows = int(n_rows)
+        self.n_workers = int(n_workers)
+        self.exponent = float(exponent)
+        self.outer_lr = float(outer_lr)
+        self.outer_momentum = float(outer_momentum)
+        self.param_keys = frozenset(param_keys)
+        self.average_optims = bool(average_optims)
+
+    @property
+    def plain(self):
+        return self.outer_lr == 1.0 and self.outer_momentum == 0.0
+
+
+def new_global(state, optim_state=None, velocity=None):
+    """The global model a fit starts from (a plain dict, changed by
+    :func:`fold` in place)."""
+    flat, skeleton = {}, None
+    if optim_state:
+        flat, skeleton = _merge.flatten_optimizer_state(optim_state)
+    return {"state": dict(state), "optim": flat, "skeleton": skeleton,
+            "progress": 0, "merges": 0, "velocity": dict(velocity or {}),
+            "pending": {}}
+
+
+def snapshot_of(glob):
+    """What a worker starts its next round from: state, optimizer state
+    (``{}`` when none is averaged) and progress."""
+    optim = {}
+    if glob["skeleton"] is not None:
+        optim = _merge.unflatten_optimizer_state(glob["optim"],
+                                                 glob["skeleton"])
+    return dict(glob["state"]), optim, {"progress": glob["progress"]}
+
+
+def fold(glob, start_state, start_progress, trained_state, n_samples,
+         rules, start_optim=None, trained_optim=None):
+    """Fold one worker's update into the global model ``glob`` in place.
+
+    Returns
+    -------
+    dict
+        ``staleness`` and ``weight`` of this merge, and ``index``, its
+        position among the fit's merges.
+    """
+    tau = staleness(glob["progress"] - start_progress, n_samples,
+                    rules.n_rows)
+    share = n_samples / rules.n_rows
+    weight = share * discount(tau, rules.exponent)
+    velocity, pending = glob["velocity"], glob["pending"]
+    state = glob["state"]
+    for key, value in state.items():
+        new = trained_state[key]
+        if not _is_float(value):
+            state[key] = torch.maximum(value, new) if torch.is_tensor(
+                value) else max(value, new)
+            continue
+        delta = _delta(new, start_state[key], value)
+        if rules.plain or key not in rules.param_keys:
+            state[key] = _add(value, weight, delta)
+            continue
+        step = weight * delta
+        if rules.outer_momentum and key in velocity:
+            step = step + share * rules.outer_momentum * velocity[key]
+        pending[key] = step if key not in pending else pending[key] + step
+        state[key] = _add(value, rules.outer_lr, step)
+    glob["progress"] += int(n_samples)
+    glob["merges"] += 1
+    if glob["merges"] % rules.n_workers == 0:
+        if rules.outer_momentum:
+            glob["velocity"] = pending
+        glob["pending"] = {}
+    if rules.average_optims and trained_optim is not None:
+        _fold_optim(glob, start_optim, trained_optim, weight)
+    return {"staleness": tau, "weight": weight,
+            "index": glob["merges"] - 1}
+
+
+def _fold_optim(glob, start_optim, trained_optim, weight):
+    flat_t, skeleton = _merge.flatten_optimizer_state(trained_optim)
+    flat_s = {}
+    if start_optim:
+        flat_s = _merge.flatten_optimizer_state(start_optim)[0]
+    flat_g = glob["optim"]
+    for key, new in flat_t.items():
+        if not _is_float(new):
+            old = flat_g.get(key)
+            flat_g[key] = new if old is None else (
+                torch.maximum(old, new) if torch.is_tensor(new)
+                else max(old, new))
+            continue
+        base = flat_g.get(key)
+        start = flat_s.get(key)
+        if base is None:
+            base = new * 0
+        if start is None:
+            start = new * 0
+        flat_g[key] = _add(base, weight, _delta(new, start, base))
+    glob["skeleton"] = skeleton
+
+
+def _is_float(value):
+    if torch.is_tensor(value):
+        return value.is_floating_point()
+    return isinstance(value, float)
+
+
+def _delta(new, start, like):
+    if not torch.is_tensor(like):
+        return float(new) - float(start)
+    wide = _WIDEN.get(like.dtype, like.dtype)
+    return new.to(wide) - start.to(wide)
+
+
+def _add(value, factor, delta):
+    if not torch.is_tensor(value):
+        return value + factor * delta
+    wide = _WIDEN.get(value.dtype, value.dtype)
+    return (value.to(wide) + factor * delta).to(value.dtype)

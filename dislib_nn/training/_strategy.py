@@ -1,0 +1,150 @@
+"""The interface between the estimator base and a training strategy.
+
+A strategy decides *what runs when* in a fit: which tasks train each
+replica, when and how replicas merge. The estimator base drives it
+through four calls and knows nothing else about it:
+
+``submit_epoch(epoch, lr, last, want_model)``
+    Submit one epoch's tasks (training, merges); wait for nothing.
+    Returns an :class:`EpochHandle`: the futures of the epoch's scalars,
+    and of the model after it when ``want_model`` (for validation, early
+    stopping, a checkpoint).
+``read(handle, values)``
+    Turn the epoch's scalars, once the base has waited for them, into
+    history fields.
+``final_model()``
+    The future (or value) of the model the fit ends with.
+``carry()``
+    What the next ``fit`` (``warm_start``, ``partial_fit``) must start
+    from besides the model: a dict of futures or values, fetched with the
+    model in the fit's one transfer of weights, then handed back to the
+    next strategy as :attr:`FitSetup.carried`.
+
+A new strategy is one module with a :class:`Strategy` subclass and its
+tasks; the estimator class names it in ``_strategy_class``.
+"""
+
+from dislib_nn.training._torch_loop import EpochSettings
+
+__all__ = ["FitSetup", "EpochHandle", "Strategy"]
+
+
+class FitSetup:
+    """What a strategy needs to run a fit's epochs.
+
+    Parameters
+    ----------
+    components : Components
+    data : EpochData
+        The blocks of each worker, epoch by epoch.
+    state : dict
+        The model's ``state_dict`` the fit starts from.
+    carried : dict
+        What the previous fit's :meth:`Strategy.carry` returned (values),
+        or ``{}`` for a new model.
+    params : dict
+        The estimator's parameters (``batch_size``, ``optimizer_state``,
+        ``outer_lr``, ...), as given.
+    output : OutputAdapter
+    param_keys : list of str
+        The names of the module's parameters (buffers excluded).
+    lifetimes : Lifetimes
+        The owner of ``delete_object`` decisions.
+    train_task : callable
+        The training task for the ``device`` parameter.
+    """
+
+    def __init__(self, components, data, state, carried, params, output,
+                 param_keys, lifetimes, train_task):
+        self.components = components
+        self.data = data
+        self.state = state
+        self.carried = carried
+        self.params = params
+        self.output = output
+        self.param_keys = param_keys
+        self.lifetimes = lifetimes
+        self.train_task = train_task
+
+    @property
+    def n_workers(self):
+        return self.data.n_workers
+
+    def settings(self, epoch, worker, lr):
+        """The :class:`EpochSettings` of one replica's epoch."""
+        p = self.params
+        return EpochSettings(
+            lr=lr, batch_size=p["batch_size"],
+            seed=self.data.train_seed(epoch, worker),
+            shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
+            optimizer_state=p["optimizer_state"], output=self.output)
+
+    def initial_optims(self):
+        """Each worker's optimizer state at the start of the fit."""
+        states = self.carried.get("optimizer_states") or [None]
+        return [states[w % len(states)] for w in range(self.n_workers)]
+
+
+class EpochHandle:
+    """What :meth:`Strategy.submit_epoch` submitted for one epoch.
+
+    Attributes
+    ----------
+    epoch : int
+    lr : float
+    merged : bool
+        Whether replicas merged after this epoch.
+    scalars : list
+        Futures of plain numbers and small dicts, waited for together.
+    model : future, dict or None
+        The model after this epoch, when asked for and merged.
+    """
+
+    def __init__(self, epoch, lr, merged, scalars, model=None):
+        self.epoch = epoch
+        self.lr = lr
+        self.merged = merged
+        self.scalars = scalars
+        self.model = model
+
+
+class Strategy:
+    """Base of the strategies; see the module docstring for the calls."""
+
+    def __init__(self, setup):
+        self.setup = setup
+
+    @property
+    def scalar_lag(self):
+        """Epochs whose scalars the base may leave unread while submitting.
+
+        1: epoch ``e``'s scalars are read after epoch ``e + 1`` is
+        submitted, so workers never idle while the master reads them.
+        """
+        return 1
+
+    def submit_epoch(self, epoch, lr, last, want_model):
+        raise NotImplementedError
+
+    def read(self, handle, values):
+        raise NotImplementedError
+
+    def final_model(self):
+        raise NotImplementedError
+
+    def carry(self):
+        raise NotImplementedError
+
+
+def training_fields(counts, stats):
+    """History fields every strategy reports from its training tasks.
+
+    ``counts`` and ``stats`` are the resolved third and fourth results of
+    the epoch's training tasks, one per worker.
+    """
+    total = sum(counts)
+    loss = sum(s["loss_sum"] for s in stats)
+    return {"train_loss": float(loss / total) if total else float("nan"),
+            "worker_samples": [int(n) for n in counts],
+            "worker_compute_s": [float(s["compute_s"]) for s in stats],
+            "end_s": max(float(s["end_s"]) for s in stats)}

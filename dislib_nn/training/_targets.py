@@ -1,0 +1,247 @@
+"""What differs between classification and regression, in one place.
+
+An estimator holds one of :data:`CLASSIFICATION` and :data:`REGRESSION`;
+everything that depends on the kind of target asks it: how ``y`` is
+checked and encoded, the dtype the criterion gets, how the module's
+output is checked and shaped, which sizes ``fit`` fills in for the
+module, and which statistics and score a block of predictions yields.
+Both objects are picklable (tasks receive them inside
+:class:`OutputAdapter`).
+"""
+
+import numpy as np
+import torch
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, column_or_1d
+
+from dislib_nn.exceptions import ShapeError
+from dislib_nn.runtime import wait_on
+from dislib_nn.training import _data_tasks, _labels, _metrics
+from dislib_nn.training import _input_checks as _inputs
+
+__all__ = ["CLASSIFICATION", "REGRESSION", "OutputAdapter"]
+
+_ELEMENTWISE_LOSSES = (torch.nn.MSELoss, torch.nn.L1Loss,
+                       torch.nn.SmoothL1Loss, torch.nn.HuberLoss)
+
+
+class _Classification:
+    """Labels of any values, encoded as int64 class indices."""
+
+    name = "classifier"
+    default_criterion = torch.nn.CrossEntropyLoss
+
+    def __reduce__(self):
+        return "CLASSIFICATION"
+
+    def check_ds(self, y, name):
+        if y.sample_shape not in ((), (1,)):
+            raise ShapeError(
+                f"{name} must hold one label per sample; multi-output "
+                f"classification is not supported. Got a DsTensor of "
+                f"shape {y.shape}.")
+
+    def check_array(self, y, name, finite):
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] != 1:
+            raise ShapeError(
+                f"{name} must hold one label per sample (1-D); multi-output "
+                f"classification is not supported. Got shape {y.shape}.")
+        y = column_or_1d(y, warn=True)
+        if y.dtype.kind in "fc" or y.dtype == object:
+            _check_finite_labels(y, name)
+        check_classification_targets(y)
+        return y
+
+    def y_dtype(self, x_dtype):
+        return torch.int64
+
+    def learn(self, estimator, y, reset, classes):
+        """Learn ``classes_`` at the first fit (labels are checked against
+        them when encoded, later)."""
+        if not reset:
+            return
+        if classes is not None:
+            estimator.classes_ = np.unique(np.asarray(classes))
+        elif _inputs.is_ds_tensor(y):
+            parts = wait_on([_data_tasks._unique_labels(b)
+                             for b in y._blocks])
+            estimator.classes_ = _labels.union(parts)
+        else:
+            estimator.classes_ = np.unique(y)
+
+    def as_ds_tensor(self, estimator, y, block_sizes, np_dtype):
+        """Labels as a DsTensor of class indices (by tasks for DsTensors)."""
+        if _inputs.is_ds_tensor(y):
+            blocks = [_data_tasks._encode_labels(b, estimator.classes_, "y")
+                      for b in y._blocks]
+            return _data().DsTensor._from_blocks(
+                blocks, tuple(y.block_sizes), (), torch.int64)
+        y = _labels.encode(y, estimator.classes_, "y")
+        return _inputs.as_ds_tensor(y, block_sizes=block_sizes)
+
+    def score_labels(self, estimator, y):
+        """``(y, classes)`` for block scoring: arrays are encoded here,
+        DsTensors by the tasks (``classes`` is then ``classes_``)."""
+        if _inputs.is_ds_tensor(y):
+            return y, estimator.classes_
+        return _labels.encode(y, estimator.classes_, "y"), None
+
+    def inferred_sizes(self, estimator, y):
+        return {"n_classes": len(getattr(estimator, "classes_", ())),
+                "n_features_in": getattr(estimator, "n_features_in_",
+                                         None)}
+
+    def adapter(self, estimator, y_ndim, x_dtype):
+        return OutputAdapter(self, len(estimator.classes_), False, x_dtype)
+
+    def shape_output(self, adapter, output, criterion, target):
+        # predict and predict_proba read one score per class, whatever
+        # the loss: check it at the first batch, not after training.
+        n = adapter.n_classes
+        if output.ndim != 2 or output.shape[1] != n:
+            raise ValueError(
+                f"the module's output has shape {tuple(output.shape)}, "
+                f"but a classifier needs one column per class: shape "
+                f"({output.shape[0]}, {n}) for the {n} classes of y. Give "
+                f"the module {n} outputs (a module class whose __init__ "
+                f"takes n_classes gets it filled in by fit).")
+        return output
+
+    def score_target(self, adapter, y):
+        return y
+
+    def block_stats(self, output, y, loss_sum=None):
+        return _metrics.class_stats(output, y, loss_sum)
+
+    def score(self, stats):
+        return _metrics.accuracy(stats)
+
+
+class _Regression:
+    """Real targets, 1-D or 2-D (multi-output), in the module's dtype."""
+
+    name = "regressor"
+    default_criterion = torch.nn.MSELoss
+
+    def __reduce__(self):
+        return "REGRESSION"
+
+    def check_ds(self, y, name):
+        if len(y.sample_shape) > 1:
+            raise ShapeError(
+                f"{name} must be 1-D or 2-D (one row per sample). Got a "
+                f"DsTensor of shape {y.shape}.")
+
+    def check_array(self, y, name, finite):
+        y = check_array(y, dtype="numeric", ensure_2d=False, input_name=name,
+                        **finite)
+        if y.ndim > 2:
+            raise ShapeError(f"{name} must be 1-D or 2-D. Got shape "
+                             f"{y.shape}.")
+        return y
+
+    def y_dtype(self, x_dtype):
+        return x_dtype
+
+    def learn(self, estimator, y, reset, classes):
+        """Remember (first fit) or check (later) the targets' dimensions."""
+        y_ndim = len(y.shape)
+        if reset:
+            estimator._y_ndim = y_ndim
+        elif y_ndim != estimator._y_ndim:
+            raise ShapeError(
+                f"y has {y_ndim} dimension(s), but this estimator was "
+                f"fitted with {estimator._y_ndim}-D targets.")
+
+    def as_ds_tensor(self, estimator, y, block_sizes, np_dtype):
+        """Targets as a DsTensor in the module's dtype."""
+        return _inputs.as_ds_tensor(
+            y, block_sizes=block_sizes,
+            dtype=None if _inputs.is_ds_tensor(y) else np_dtype)
+
+    def score_labels(self, estimator, y):
+        return y, None
+
+    def inferred_sizes(self, estimator, y):
+        return {"n_outputs": 1 if len(y.shape) == 1 else y.shape[1],
+                "n_features_in": getattr(estimator, "n_features_in_",
+                                         None)}
+
+    def adapter(self, estimator, y_ndim, x_dtype):
+        return OutputAdapter(self, None, y_ndim == 1, x_dtype)
+
+    def shape_output(self, adapter, output, criterion, target):
+        if adapter.flat_target and output.ndim == 2 and output.shape[1] == 1:
+            output = output[:, 0]
+        if (target is not None and isinstance(criterion, _ELEMENTWISE_LOSSES)
+                and output.shape != target.shape):
+            raise ValueError(
+                f"the module's output has shape {tuple(output.shape)} but "
+                f"the targets have shape {tuple(target.shape)}; "
+                f"{type(criterion).__name__} would broadcast them against "
+                f"each other. Make the module return one value per target "
+                f"column ({tuple(target.shape)[1:] or 'a 1-D output'}).")
+        return output
+
+    def score_target(self, adapter, y):
+        if adapter.flat_target and y.ndim == 2:
+            return y[:, 0]
+        return y
+
+    def block_stats(self, output, y, loss_sum=None):
+        return _metrics.regression_stats(output, y, loss_sum)
+
+    def score(self, stats):
+        return _metrics.r2(stats)
+
+
+CLASSIFICATION = _Classification()
+REGRESSION = _Regression()
+
+
+class OutputAdapter:
+    """Checks the module's output against the targets, and shapes it.
+
+    Parameters
+    ----------
+    targets : CLASSIFICATION or REGRESSION
+    n_classes : int or None
+        For classifiers: how many columns the output must have.
+    flat_target : bool
+        For regressors: y was 1-D, so an output of shape (n, 1) is read as
+        (n,) (a column would broadcast against a 1-D target in the loss).
+    x_dtype : torch.dtype
+        The dtype inputs are cast to (the module's floating dtype).
+    """
+
+    def __init__(self, targets, n_classes, flat_target, x_dtype):
+        self.targets = targets
+        self.n_classes = n_classes
+        self.flat_target = flat_target
+        self.x_dtype = x_dtype
+
+    def y_dtype(self):
+        return self.targets.y_dtype(self.x_dtype)
+
+    def __call__(self, output, criterion=None, target=None):
+        if not torch.is_tensor(output):
+            raise TypeError(
+                f"the module's forward must return a tensor. It returned "
+                f"a {type(output).__name__}.")
+        return self.targets.shape_output(self, output, criterion, target)
+
+
+def _check_finite_labels(y, name):
+    if y.dtype == object:
+        numeric = [v for v in y if isinstance(v, (float, np.floating))]
+        bad = any(not np.isfinite(v) for v in numeric)
+    else:
+        bad = not np.all(np.isfinite(y))
+    if bad:
+        raise ValueError(f"Input {name} contains NaN or infinity.")
+
+
+def _data():
+    import dislib_nn.data as data
+    return data

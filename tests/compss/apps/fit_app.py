@@ -1,0 +1,83 @@
+"""A user's training script, as the README shows it: the module in __main__.
+
+Fits each estimator with the default settings, and with
+optimizer_state="average", validation and early stopping, on arrays and
+on ds-tensors; predicts and scores. Prints one JSON report: the final
+weights (summed per entry), predictions and scores, so that a run under
+the emulated ``runcompss`` can be compared with plain ``python``.
+"""
+
+import json
+
+import numpy as np
+import torch
+from sklearn.datasets import make_classification, make_regression
+from torch import nn
+
+import dislib_nn as dnn
+from dislib_nn import runtime
+
+
+class MLP(nn.Module):
+    """Defined in the script: COMPSs workers cannot import it by name."""
+
+    def __init__(self, n_features_in, n_outputs=None, n_classes=None):
+        super().__init__()
+        out = n_classes if n_classes is not None else n_outputs
+        self.net = nn.Sequential(nn.Linear(n_features_in, 16),
+                                 nn.BatchNorm1d(16), nn.ReLU(),
+                                 nn.Linear(16, out))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def weights(estimator):
+    return {k: float(v.double().sum())
+            for k, v in estimator.module_.state_dict().items()}
+
+
+def summary(estimator, X, y):
+    ds_x = dnn.from_array(X, n_blocks=2)
+    ds_y = dnn.from_array(y, n_blocks=2)
+    return {"weights": weights(estimator),
+            "history": [[h["train_loss"], h["valid_loss"]]
+                        for h in estimator.history_],
+            "predict": np.asarray(estimator.predict(X[:8])).tolist(),
+            "score": estimator.score(X, y),
+            "ds_score": estimator.score(ds_x, ds_y),
+            "ds_predict": estimator.predict(ds_x).collect()[:8].tolist()}
+
+
+def main():
+    Xc, yc = make_classification(n_samples=120, n_features=6,
+                                 n_informative=4, n_classes=3,
+                                 random_state=0)
+    Xr, yr = make_regression(n_samples=120, n_features=6, noise=0.1,
+                             random_state=0)
+    Xc, Xr = Xc.astype(np.float32), Xr.astype(np.float32)
+    yr = (yr / np.abs(yr).max()).astype(np.float32)
+    report = {"backend": runtime.backend_name()}
+    settings = {
+        "default": {},
+        "average": {"optimizer_state": "average", "optimizer":
+                    torch.optim.Adam, "validation_fraction": 0.2,
+                    "early_stopping": True, "patience": 1},
+    }
+    kinds = {"classifier": (dnn.SyncEpochAveragingClassifier, Xc, yc),
+             "regressor": (dnn.SyncEpochAveragingRegressor, Xr, yr)}
+    for kind, (Estimator, X, y) in kinds.items():
+        for name, extra in settings.items():
+            est = Estimator(module=MLP, n_epochs=3, batch_size=16,
+                            n_workers=2, random_state=0, **extra)
+            if name == "default":
+                est.fit(X, y)
+            else:       # ds-tensors in, as on a cluster
+                est.fit(dnn.from_array(X, n_blocks=2),
+                        dnn.from_array(y, n_blocks=2))
+            report[f"{kind}/{name}"] = summary(est, X, y)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""dislib_nn under COMPSs's own rules: apps run through the real binding.
+
+Each app runs twice, with plain ``python`` (the local backend) and under
+the emulated ``runcompss`` (PyCOMPSs's real master and worker code, see
+``_emulator``), and both must print the same results. The local backend
+is stricter than COMPSs where it can be; this is where what only COMPSs
+does (ending waited futures, tracking by ``id()``, executors that import
+only the task's module, ``-O``) is met for real.
+"""
+
+import pytest
+
+from tests.compss._emulator import (needs_emulator, run_compss,
+                                    run_compss_failing, run_python)
+
+pytestmark = needs_emulator
+
+
+@pytest.fixture(scope="module")
+def data_reports():
+    return run_python("data_app.py"), run_compss("data_app.py")
+
+
+@pytest.fixture(scope="module")
+def fit_reports():
+    return run_python("fit_app.py"), run_compss("fit_app.py")
+
+
+def test_data_app_runs_under_compss_as_on_the_local_backend(data_reports):
+    local, compss = data_reports
+    assert local["backend"] == "local" and compss["backend"] == "compss"
+    assert compss["optimized"]          # runcompss runs Python with -O
+    for key in ("shuffle", "partition", "split", "map_blocks", "load_npy",
+                "slice_after_collect", "astype_after_collect", "norm",
+                "halves", "commutative"):
+        assert compss[key] == local[key], key
+    # A tensor collected twice, then sliced and converted, still works:
+    # COMPSs ends every future wait_on resolves.
+    assert compss["collect_twice"] and local["collect_twice"]
+
+
+def test_the_runtime_names_are_pycompss_own_under_compss(data_reports):
+    local, compss = data_reports
+    assert compss["api"] == {"task": True, "constraint": True,
+                             "directions": True}
+    assert local["api"] is None
+    counts, acc = compss["commutative"]
+    assert counts == [[2, 3.0], [2, 4.0], [2, 5.0]] and acc == [2, 2, 2]
+
+
+def test_compss_fills_the_emulated_node(data_reports):
+    # One worker node (localhost) with two CPUs, one CPU per task.
+    assert data_reports[1]["n_workers"] == 2
+
+
+def test_nothing_the_library_made_stays_with_compss(data_reports):
+    # Every block, shuffle plan and piece of the cycle was dropped by the
+    # app: COMPSs must hold none of their results any more.
+    assert data_reports[1]["held_results"] == 0
+
+
+@pytest.mark.parametrize("case", [
+    "classifier/default", "classifier/average",
+    "regressor/default", "regressor/average"])
+def test_fit_predict_score_under_compss_match_the_local_backend(
+        fit_reports, case):
+    local, compss = fit_reports
+    assert compss["backend"] == "compss"
+    got, expected = compss[case], local[case]
+    assert got["weights"].keys() == expected["weights"].keys()
+    for key, value in expected["weights"].items():
+        assert got["weights"][key] == pytest.approx(value, rel=1e-5,
+                                                    abs=1e-5), key
+    for name in ("history", "predict", "ds_predict"):
+        assert _flat(got[name]) == pytest.approx(_flat(expected[name]),
+                                                 rel=1e-5, abs=1e-6,
+                                                 nan_ok=True), name
+    assert got["score"] == pytest.approx(expected["score"], rel=1e-6)
+    assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
+
+
+def test_a_failing_script_makes_runcompss_fail():
+    code, stderr = run_compss_failing("raise_app.py")
+    assert code != 0
+    assert "must keep the rows of its block" in stderr
+
+
+def _flat(values):
+    """Nested lists of numbers (None for a missing loss) as one list."""
+    if isinstance(values, list):
+        return [v for item in values for v in _flat(item)]
+    return [float("nan") if values is None else float(values)]

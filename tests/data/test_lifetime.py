@@ -1,0 +1,48 @@
+"""Blocks are released when no DsTensor needs them, and only the library's.
+
+On the local backend every block the master knows of holds shared memory
+through a file descriptor, so the master's open descriptors show what
+the runtime still keeps.
+"""
+
+import gc
+import os
+
+import numpy as np
+import torch
+
+import dislib_nn as dnn
+from dislib_nn import runtime
+from dislib_nn.data import DsTensor
+from tests.runtime import tasks
+
+
+def _open_fds():
+    gc.collect()
+    runtime.barrier()
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_library_blocks_are_released_with_the_last_ds_tensor(local):
+    runtime.wait_on(tasks.identity(0))          # the pool is up
+    before = _open_fds()
+    x = dnn.from_array(np.ones((40_000, 16), dtype=np.float32), n_blocks=4)
+    shuffled = dnn.shuffle(x, random_state=0)
+    part = shuffled[100:30_000]                 # shares most blocks
+    del x, shuffled
+    assert part.collect().shape == (29_900, 16)
+    held = _open_fds()
+    del part
+    after = _open_fds()
+    assert held > before
+    assert after <= before
+
+
+def test_blocks_given_by_the_user_are_never_released(backend):
+    mine = [tasks.full(3, 1.0), tasks.full(2, 2.0)]
+    x = DsTensor(mine, (3, 2), (), torch.float64)
+    view = x[1:4]
+    del x, view
+    gc.collect()
+    # Still the user's: usable in tasks and waitable.
+    assert runtime.wait_on(tasks.total(mine)) == 7.0

@@ -1,0 +1,265 @@
+"""The asynchronous estimators: against the synchronous ones, against
+plain PyTorch, and the staleness arithmetic the docs state."""
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_classification, make_regression
+
+from dislib_nn import (AsyncEpochAveragingClassifier,
+                       AsyncEpochAveragingRegressor,
+                       SyncEpochAveragingClassifier,
+                       SyncEpochAveragingRegressor)
+from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training import _stale_merge as sm
+from tests.conftest import use_backend
+from tests.training import _models, _reference as ref
+
+ATOL = 1e-5
+
+
+def _classification(n=150):
+    X, y = make_classification(n_samples=n, n_features=4, n_informative=3,
+                               n_redundant=0, n_classes=3, random_state=0)
+    return X.astype(np.float32), y
+
+
+def _regression(n=90):
+    X, y = make_regression(n_samples=n, n_features=4, noise=1.0,
+                           random_state=0)
+    return X.astype(np.float32), (y / 100).astype(np.float32)
+
+
+def _assert_same(a, b, atol=ATOL):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert list(sa) == list(sb)
+    for key in sa:
+        torch.testing.assert_close(sa[key], sb[key], atol=atol, rtol=1e-4,
+                                   msg=key)
+
+
+# ------------------------------------------------- against the estimators
+@pytest.mark.parametrize("settings", [
+    dict(shuffle="global", optimizer_state="keep"),
+    dict(shuffle="local", optimizer_state="reset", n_workers=3),
+    dict(shuffle="none", optimizer_state="average"),
+    dict(optimizer_state="average", outer_lr=0.8, outer_momentum=0.5,
+         sync_every=2, n_epochs=5),
+    dict(validation_fraction=0.2, early_stopping=True, patience=2,
+         n_epochs=8),
+])
+def test_max_lag_zero_is_the_synchronous_model(backend, settings):
+    use_backend(backend)
+    X, y = _classification()
+    params = dict(module=_models.Classifier, n_epochs=4, batch_size=16,
+                  lr=0.05, optimizer=torch.optim.Adam, n_workers=2,
+                  random_state=0)
+    params.update(settings)
+    sync = SyncEpochAveragingClassifier(**params).fit(X, y)
+    lag0 = AsyncEpochAveragingClassifier(max_lag=0, **params).fit(X, y)
+    _assert_same(lag0.module_, sync.module_)
+    assert [h["merged"] for h in lag0.history_] == \
+        [h["merged"] for h in sync.history_]
+    for a, s in zip(lag0.history_, sync.history_):
+        assert a["train_loss"] == pytest.approx(s["train_loss"], rel=1e-6)
+        assert all(m["staleness"] == 0 for m in a["merges"])
+
+
+@pytest.mark.parametrize("max_lag", [0, 1, None])
+def test_one_worker_is_plain_pytorch(max_lag):
+    use_backend("local")
+    X, y = _regression()
+    torch.manual_seed(0)
+    init = _models.MLP(n_features_in=4, n_outputs=1)
+    est = AsyncEpochAveragingRegressor(
+        module=init, n_workers=1, shuffle="none", n_epochs=3,
+        batch_size=16, lr=0.05, optimizer__momentum=0.9, max_lag=max_lag)
+    est.fit(X, y)
+    expected = ref.single_process(
+        init, torch.from_numpy(X), torch.from_numpy(y)[:, None],
+        torch.nn.MSELoss(), epochs=3, batch_size=16, lr=0.05, momentum=0.9)
+    _assert_same(est.module_, expected)
+    sync = SyncEpochAveragingRegressor(
+        module=init, n_workers=1, shuffle="none", n_epochs=3,
+        batch_size=16, lr=0.05, optimizer__momentum=0.9).fit(X, y)
+    _assert_same(est.module_, sync.module_)
+
+
+def test_two_workers_with_max_lag_zero_match_hand_written_averaging():
+    use_backend("local")
+    X, y = _regression(n=91)
+    torch.manual_seed(0)
+    init = _models.MLP(n_features_in=4, n_outputs=1)
+    est = AsyncEpochAveragingRegressor(
+        module=init, n_workers=2, shuffle="none", n_epochs=3, batch_size=8,
+        lr=0.05, max_lag=0, outer_lr=0.7, outer_momentum=0.5)
+    est.fit(X, y)
+    parts = ref.split_like_blocks(torch.from_numpy(X),
+                                  torch.from_numpy(y)[:, None], 2)
+    expected = ref.epoch_averaging(
+        init, parts, torch.nn.MSELoss(), epochs=3, batch_size=8, lr=0.05,
+        outer_lr=0.7, outer_momentum=0.5)
+    _assert_same(est.module_, expected)
+
+
+def test_unbounded_lag_keeps_the_synchronous_history_keys():
+    use_backend("local")
+    X, y = _classification()
+    clf = AsyncEpochAveragingClassifier(
+        module=_models.Classifier, n_workers=2, n_epochs=4, batch_size=16,
+        lr=0.05, optimizer=torch.optim.Adam, max_lag=None,
+        validation_fraction=0.2, random_state=0).fit(X, y)
+    sync_keys = {"epoch", "train_loss", "valid_loss", "valid_score", "lr",
+                 "merged", "dur_s", "worker_samples", "worker_compute_s"}
+    merges = []
+    for record in clf.history_:
+        assert set(record) == sync_keys | {"merges"}
+        assert record["valid_score"] is not None
+        assert sorted(m["worker"] for m in record["merges"]) == [0, 1]
+        merges.extend(record["merges"])
+    # Every merge ran once, in some order; a fresh one weighs its share.
+    assert sorted(m["index"] for m in merges) == list(range(8))
+    share = 60 / 120
+    for m in merges:
+        assert m["weight"] == pytest.approx(
+            share * (1 + m["staleness"]) ** -0.5)
+    assert clf.score(X, y) > 0.6
+
+
+@pytest.mark.parametrize("max_lag", [None, 2])
+@pytest.mark.parametrize("optimizer_state", ["keep", "average"])
+def test_every_lag_releases_only_what_is_consumed(max_lag, optimizer_state):
+    # A future released with delete_object cannot reach a task again
+    # (the runtime raises): long chains with every option on show that
+    # the strategy releases only what no later round reads.
+    use_backend("local")
+    X, y = _classification()
+    clf = AsyncEpochAveragingClassifier(
+        module=_models.Classifier, n_workers=3, n_epochs=7, batch_size=16,
+        lr=0.05, optimizer=torch.optim.Adam, max_lag=max_lag,
+        sync_every=2, outer_lr=0.8, outer_momentum=0.5,
+        optimizer_state=optimizer_state, validation_fraction=0.2,
+        warm_start=True, random_state=0)
+    clf.fit(X, y).fit(X, y)
+    clf.partial_fit(X, y)
+    assert clf.n_epochs_ == 15
+    assert clf.score(X, y) > 0.5
+
+
+# ------------------------------------------------ the arithmetic, no tasks
+def test_a_stale_merge_weighs_less_than_a_fresh_one():
+    fresh = sm.merge_weight(50, 100, sm.staleness(50, 50, 100), 0.5)
+    stale = sm.merge_weight(50, 100, sm.staleness(150, 50, 100), 0.5)
+    assert sm.staleness(50, 50, 100) == 0
+    assert sm.staleness(150, 50, 100) == 1.0
+    assert fresh == 0.5 and stale == pytest.approx(0.5 / 2 ** 0.5)
+    assert sm.merge_weight(50, 100, 1.0, 0.0) == fresh  # discount off
+
+
+def test_hand_computed_sequence_of_merges_gives_the_documented_weights():
+    # docs/strategies.md: tau = max(0, moved - (N - n)) / N and
+    # weight = n / N * (1 + tau) ** -k. N = 100 rows: worker 0 has 60,
+    # worker 1 has 40; worker 0 merges twice before worker 1's first.
+    got = sm.replay([(0, 60), (0, 60), (1, 40), (0, 60), (1, 40)],
+                    n_rows=100, exponent=0.5)
+    expected = [
+        (0, 0.0, 0.6),          # nothing moved since the start
+        (0, 0.0, 0.6),          # its own snapshot is current
+        # worker 1 started at 0; 120 rows moved, a round would merge 60
+        (1, 0.6, 0.4 * 1.6 ** -0.5),
+        # worker 0's snapshot is at 120; 40 rows moved (worker 1's)
+        (0, 0.0, 0.6),
+        # worker 1's snapshot is at 160; 60 moved (worker 0's)
+        (1, 0.0, 0.4),
+    ]
+    assert [(m["worker"], m["staleness"]) for m in got] == \
+        [(w, pytest.approx(t)) for w, t, _ in expected]
+    assert [m["weight"] for m in got] == \
+        pytest.approx([w for _, _, w in expected])
+
+
+def test_folds_of_one_round_are_the_weighted_mean():
+    torch.manual_seed(0)
+    start = {"w": torch.randn(3, 2), "n": torch.tensor(4)}
+    trained = [{"w": torch.randn(3, 2), "n": torch.tensor(4 + i)}
+               for i in range(3)]
+    counts = [10, 30, 60]
+    rules = sm.FoldRules(100, 3, 0.5, 1.0, 0.0, ["w"], False)
+    glob = sm.new_global(start)
+    records = [sm.fold(glob, start, 0, t, n, rules)
+               for t, n in zip(trained, counts)]
+    # Each started from the same model: none is stale.
+    assert [r["weight"] for r in records] == [0.1, 0.3, 0.6]
+    mean = ref.average([t for t in trained], counts)
+    torch.testing.assert_close(glob["state"]["w"], mean["w"])
+    assert glob["state"]["n"].item() == 6       # integers: the maximum
+    assert glob["progress"] == 100
+
+
+def test_fold_applies_the_delta_not_the_model():
+    start = {"w": torch.zeros(2)}
+    glob = sm.new_global({"w": torch.ones(2)})
+    rules = sm.FoldRules(10, 2, 0.0, 1.0, 0.0, ["w"], False)
+    sm.fold(glob, start, 0, {"w": torch.full((2,), 4.0)}, 5, rules)
+    # global + 5/10 * (trained - start); dislib 1.0's (global + worker)/2
+    # would give 2.5.
+    torch.testing.assert_close(glob["state"]["w"], torch.full((2,), 3.0))
+
+
+# ---------------------------------------------------------------- balance
+@pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
+                                 AsyncEpochAveragingRegressor])
+def test_balance_deals_more_rows_to_the_faster_worker(cls):
+    # The hook (tests/training/_models.py) slows worker 1 by counting
+    # module builds, which needs tasks to run in submission order.
+    use_backend("sequential")
+    try:
+        X, y = _regression(n=400)
+        dealt = {}
+        for balance in (False, True):
+            _models.SlowOddReplica.builds = 0
+            est = cls(module=_models.SlowOddReplica, n_workers=2,
+                      n_epochs=4, batch_size=10, lr=0.01, random_state=0,
+                      balance=balance).fit(X, y)
+            dealt[balance] = [h["worker_samples"] for h in est.history_]
+    finally:
+        use_backend("local")
+    assert all(a == b for a, b in dealt[False])
+    fast, slow = dealt[True][-1]
+    assert fast > slow > 0 and fast + slow == 400
+    # The first epoch has no measurement yet: it is dealt evenly.
+    assert dealt[True][0] == [200, 200]
+
+
+# ----------------------------------------------------------------- errors
+@pytest.mark.parametrize("param, value, message", [
+    ("max_lag", -1, "The 'max_lag' parameter of AsyncEpochAveraging"
+                    "Classifier must be None or an int in the range "
+                    "[0, inf). Got -1 instead."),
+    ("max_lag", 1.5, "The 'max_lag' parameter"),
+    ("staleness_exponent", -0.5, "The 'staleness_exponent' parameter of "
+                                 "AsyncEpochAveragingClassifier must be a "
+                                 "float in the range [0, inf). Got -0.5 "
+                                 "instead."),
+    ("balance", "yes", "The 'balance' parameter"),
+])
+def test_invalid_async_parameters_are_rejected_at_fit(param, value,
+                                                      message):
+    X, y = _classification()
+    clf = AsyncEpochAveragingClassifier(module=_models.Classifier,
+                                        **{param: value})
+    with pytest.raises(InvalidParameterError, match=re.escape(message)):
+        clf.fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [SyncEpochAveragingClassifier,
+                                 AsyncEpochAveragingClassifier])
+def test_balance_needs_data_that_may_move(cls):
+    X, y = _classification()
+    clf = cls(module=_models.Classifier, balance=True, shuffle="none")
+    with pytest.raises(InvalidParameterError,
+                       match="balance=True only with shuffle='global' or "
+                             "'local'"):
+        clf.fit(X, y)
