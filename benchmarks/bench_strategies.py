@@ -47,6 +47,7 @@ import dislib_nn as dnn
 # parameters. Each strategy is one line here.
 STRATEGIES = {
     "dislib_nn sync": (dnn.SyncEpochAveragingClassifier, {}),
+    "dislib_nn async": (dnn.AsyncEpochAveragingClassifier, {}),
 }
 
 

@@ -12,8 +12,8 @@ from dislib_nn.exceptions import (InvalidParameterError,
 __all__ = ["plot_history"]
 
 # The key of the per-merge records that asynchronous estimators add to
-# an epoch's record: a list of dicts with "worker", "staleness" and
-# "weight" (any may be missing).
+# an epoch's record: a list of dicts with "worker", "index" (the order in
+# which merges ran), "staleness" and "weight" (any may be missing).
 MERGES_KEY = "merges"
 
 
@@ -142,8 +142,11 @@ def _merge_events(history):
         merges = record.get(MERGES_KEY)
         if not isinstance(merges, (list, tuple)) or not merges:
             continue
-        for k, merge in enumerate(merges):
-            merge = merge if isinstance(merge, dict) else {}
+        merges = [m if isinstance(m, dict) else {} for m in merges]
+        order = sorted(range(len(merges)), key=lambda k: (
+            _number(merges[k].get("index"), k), k))
+        for k, i in enumerate(order):
+            merge = merges[i]
             x = record["epoch"] - 1 + (k + 1) / len(merges)
             events.append((x, _number(merge.get("staleness"), 0.0),
                            _number(merge.get("weight"), 1.0)))

@@ -8,7 +8,7 @@ size. The test accuracy after every epoch of each is printed and
 plotted (``classification_cnn.png``, when matplotlib is installed), beside
 ``dnn.plot_history`` of one of them.
 
-    python examples/classification_cnn.py            # about 30 s on 2 cores
+    python examples/classification_cnn.py            # about 50 s on 2 cores
     python examples/classification_cnn.py --tiny     # a smoke run
     runcompss --lang=python --pythonpath=$PWD/examples \
         examples/classification_cnn.py               # unchanged, on COMPSs
@@ -51,6 +51,7 @@ STRATEGIES = {
                              {"shuffle": "global"}),
     "sync, local shuffle": (dnn.SyncEpochAveragingClassifier,
                             {"shuffle": "local"}),
+    "async": (dnn.AsyncEpochAveragingClassifier, {}),
 }
 
 

@@ -10,7 +10,7 @@ test accuracy per alpha is printed and plotted (``federated_non_iid.png``,
 when matplotlib is installed) with the clients' label mix at the
 smallest alpha.
 
-    python examples/federated_non_iid.py            # about 40 s on 2 cores
+    python examples/federated_non_iid.py            # about 80 s on 2 cores
     python examples/federated_non_iid.py --tiny     # a smoke run
 
 ``--tiny`` (or ``DISLIB_NN_EXAMPLE_TINY=1``) trains for 2 epochs on two
@@ -43,6 +43,7 @@ STRATEGIES = {
     "sync": (dnn.SyncEpochAveragingClassifier, {}),
     "sync, outer momentum 0.5": (dnn.SyncEpochAveragingClassifier,
                                  {"outer_momentum": 0.5}),
+    "async": (dnn.AsyncEpochAveragingClassifier, {}),
 }
 
 

@@ -75,20 +75,41 @@ def test_plot_history_draws_one_event_per_merge_record(tmp_path):
                     {"worker": 1, "staleness": 1, "weight": 0.25}]},
         {"epoch": 2, "train_loss": 0.5, "valid_loss": None,
          "valid_score": None,
-         "merges": [{"worker": 1, "staleness": 0, "weight": 0.5},
-                    {"worker": 0, "staleness": 2, "weight": 0.1},
-                    {"worker": 1}]},
+         "merges": [{"worker": 1, "staleness": 0, "weight": 0.5, "index": 3},
+                    {"worker": 0, "staleness": 2, "weight": 0.1, "index": 2},
+                    {"worker": 1, "index": 4}]},
     ]
     ax = dnn.plot_history(history)
     ax.figure.savefig(tmp_path / "merges.png")
     (events,) = ax.collections
     xs = [x for x, _ in events.get_offsets()]
     assert np.allclose(xs, [0.5, 1.0, 1 + 1 / 3, 1 + 2 / 3, 2.0])
-    # colour by staleness (missing: 0), size grows with weight (missing: 1)
-    assert list(events.get_array()) == [0, 1, 0, 2, 0]
+    # in the order merges ran ("index"); colour by staleness (missing: 0),
+    # size grows with weight (missing: 1)
+    assert list(events.get_array()) == [0, 1, 2, 0, 0]
     sizes = list(events.get_sizes())
-    assert sizes[4] > sizes[0] > sizes[1] > sizes[3]
+    assert sizes[4] > sizes[0] == sizes[3] > sizes[1] > sizes[2]
     assert "merge" in events.get_label()
+    plt.close(ax.figure)
+
+
+def test_plot_history_draws_the_merges_of_an_async_fit(backend):
+    import matplotlib.pyplot as plt
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    clf = dnn.AsyncEpochAveragingClassifier(
+        module=nn.Linear, module__in_features=4, module__out_features=3,
+        n_epochs=3, lr=0.05, batch_size=16, n_workers=2, random_state=0)
+    clf.fit(X.astype(np.float32), y)
+    merges = [sorted(r["merges"], key=lambda m: m["index"])
+              for r in clf.history_]
+    assert all(len(m) == 2 for m in merges)
+    ax = dnn.plot_history(clf)
+    (events,) = ax.collections
+    assert list(events.get_array()) == [m["staleness"] for ms in merges
+                                        for m in ms]
+    assert np.allclose([x for x, _ in events.get_offsets()],
+                       [0.5, 1, 1.5, 2, 2.5, 3])
     plt.close(ax.figure)
 
 
