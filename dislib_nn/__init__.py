@@ -10,7 +10,9 @@ from dislib_nn import data as _data
 from dislib_nn import training as _training
 from dislib_nn.data import *  # noqa: F401,F403
 from dislib_nn.training import *  # noqa: F401,F403
+from dislib_nn.plot import plot_history
 
 __version__ = "0.1.0"
 
-__all__ = list(_data.__all__) + list(_training.__all__)
+__all__ = (list(_data.__all__) + list(_training.__all__)
+           + ["plot_history"])

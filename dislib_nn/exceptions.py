@@ -22,6 +22,7 @@ __all__ = [
     "ShapeError",
     "DtypeError",
     "DataFileError",
+    "MissingDependencyError",
 ]
 
 
@@ -110,3 +111,11 @@ class DtypeError(DislibNNError, TypeError):
 
 class DataFileError(DislibNNError, ValueError):
     """A data file is not in the expected format (say, not a ``.npy``)."""
+
+
+class MissingDependencyError(DislibNNError, ImportError):
+    """An optional dependency is needed and not installed.
+
+    The message names the package and the extra that installs it
+    (``pip install dislib-nn[plot]``).
+    """

@@ -98,25 +98,50 @@ def train_test_split(x, y=None, test_size=0.25, random_state=None,
         rows in [1, n - 1].
     random_state : int, numpy RandomState or Generator, default=None
     shuffle : bool, default=True
-        Shuffle the rows (with :func:`shuffle`) before splitting; if
+        Draw the test rows uniformly at random (the rows are shuffled
+        across all blocks on the way, as :func:`shuffle` does); if
         False the test set is the last rows.
 
     Returns
     -------
     x_train, x_test : DsTensor
+        Each has as many blocks as ``x`` (fewer only when it has fewer
+        rows than that), of sizes that differ by at most one row, so
+        that workers get even shares of either.
     y_train, y_test : DsTensor
-        Only when ``y`` is given.
+        Only when ``y`` is given; blocked as ``x_train`` and ``x_test``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dislib_nn as dnn
+    >>> x = dnn.from_array(np.arange(1797), n_blocks=4)
+    >>> x_train, x_test = dnn.train_test_split(x, test_size=0.2,
+    ...                                        random_state=0)
+    >>> x_train.block_sizes, x_test.block_sizes
+    ((360, 359, 359, 359), (90, 90, 90, 90))
     """
     caller = "train_test_split"
     v.check_xy(x, y, caller)
     n_test = _n_test(test_size, len(x))
+    n_train = len(x) - n_test
+    sizes = (v.balanced(n_train, min(x.n_blocks, n_train))
+             + v.balanced(n_test, min(x.n_blocks, n_test)))
     if shuffle:
-        moved = _shuffled(x, y, random_state, caller)
-        x, y = moved if y is not None else (moved, None)
-    split = len(x) - n_test
-    out = [x[:split], x[split:]]
+        # One movement straight into the balanced output blocks: no
+        # second pass to even out the blocks that a cut would leave.
+        rng, seeds = _randomness(random_state, caller, x.n_blocks,
+                                 len(sizes))
+        counts = _draw_counts(x.block_sizes, sizes, rng)
+        if y is not None:
+            y = _move(y.rechunk(x.block_sizes), counts, None, seeds)
+        x = _move(x, counts, None, seeds)
+    else:
+        x = x.rechunk(sizes)
+        y = None if y is None else y.rechunk(sizes)
+    out = [x[:n_train], x[n_train:]]
     if y is not None:
-        out += [y[:split], y[split:]]
+        out += [y[:n_train], y[n_train:]]
     return tuple(out)
 
 

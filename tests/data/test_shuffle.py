@@ -149,6 +149,26 @@ def test_train_test_split_without_shuffle_or_y(backend):
     assert np.array_equal(_rows(x_tr), np.arange(100))
 
 
+@pytest.mark.parametrize("n, n_blocks, test_size", [
+    (1797, 4, 0.2), (103, 11, 0.25), (103, 11, 102), (103, 11, 1),
+    (50, 3, 0.5),
+])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_train_test_split_blocks_are_even(backend, n, n_blocks, test_size,
+                                          shuffle):
+    x, y = _xy(n=n, block_size=-(-n // n_blocks))
+    x = x.rechunk(n_blocks=n_blocks)
+    x_tr, x_te, y_tr, y_te = dnn.train_test_split(
+        x, y, test_size=test_size, random_state=0, shuffle=shuffle)
+    for part, other in ((x_tr, y_tr), (x_te, y_te)):
+        assert part.n_blocks == min(n_blocks, len(part))
+        assert max(part.block_sizes) - min(part.block_sizes) <= 1
+        assert other.block_sizes == part.block_sizes
+        assert np.array_equal(other.collect().numpy(), _rows(part) * 10)
+    assert sorted(np.concatenate([_rows(x_tr), _rows(x_te)])) == \
+        list(range(n))
+
+
 @pytest.mark.parametrize("test_size, error, match", [
     (0, InvalidParameterError, r"'test_size' parameter of train_test_split "
                                r"must be an int in the range \[1, 102\]"),

@@ -1,0 +1,47 @@
+# Two commands from a fresh checkout:
+#   make demo   set up, then run the demo (python -m dislib_nn.demo)
+#   make test   set up with the test extras, then run the test suite
+#
+# Set-up uses the active virtual environment when there is one
+# ($VIRTUAL_ENV), else creates .venv here. torch is installed only when
+# none is importable, as the CPU build pinned below; install your own
+# build first (a CUDA one on GPU machines) and it is kept. Override on the
+# command line: make test TORCH=torch==2.13.0 TORCH_PIP_ARGS="--index-url URL"
+# PYTEST_ARGS="-x -q tests/data".
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+PYTEST_ARGS ?=
+
+ifdef VIRTUAL_ENV
+PY := python
+ENV_TARGET :=
+else
+PY := $(VENV)/bin/python
+ENV_TARGET := $(VENV)/bin/python
+endif
+
+.PHONY: demo test install install-test
+
+demo: install
+	$(PY) -m dislib_nn.demo
+
+test: install-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+install: $(ENV_TARGET)
+	@$(PY) -c "import torch" 2>/dev/null \
+	  || $(PY) -m pip install $(TORCH_PIP_ARGS) "$(TORCH)"
+	$(PY) -m pip install -e .
+
+# dislib's ds-array for the interop tests, without its dependencies: it
+# needs numpy, scipy and scikit-learn to run, and imports pycompss, which
+# the tests take from the PyCOMPSs sources beside the repository.
+install-test: install
+	$(PY) -m pip install -e ".[test]"
+	$(PY) -m pip install --no-deps dislib==1.0.0
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)

@@ -1,0 +1,351 @@
+"""Each strategy of dislib_nn against single-process PyTorch and DDP.
+
+Two workloads, trained for the same epochs by every contender:
+
+``mlp``  the synchronous benchmark's MLP (128-512-512-10, SGD lr 0.05
+         momentum 0.9, batch 64) on ``make_classification`` (128
+         features, 10 classes; 32 informative, 2 clusters per class).
+``cnn``  a small convolutional network on synthetic 3x32x32 images
+         shaped like CIFAR/CINIC: each class has its own smooth random
+         colour pattern, and each image is its class pattern, randomly
+         shifted and scaled, plus noise, so that accuracy means something
+         and is not 100 %. Adam lr 1e-3, batch 64.
+
+Contenders: ``single`` (a plain PyTorch loop in one process), ``ddp``
+(DistributedDataParallel, gloo on 127.0.0.1, one process per worker with
+one thread each, gradients all-reduced after every batch, per-rank
+batch as given) and each strategy in ``STRATEGIES`` (the library's
+estimators, on the local backend, one thread per worker).
+
+It prints, per workload, a table of wall time (training only: start-up
+excluded; the library's includes its per-epoch test evaluation, done by
+tasks, the others' exclude theirs), median epoch time, final test
+accuracy and bytes moved for weights per epoch, and saves a plot of test
+accuracy against wall time (``--plot``).
+
+    python benchmarks/bench_strategies.py --plot docs/img/bench_strategies.png
+
+Not a test; never imported by the package.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+
+import dislib_nn as dnn
+
+# The library's contenders: a name, an estimator class and its own
+# parameters. Each strategy is one line here.
+STRATEGIES = {
+    "dislib_nn sync": (dnn.SyncEpochAveragingClassifier, {}),
+    "dislib_nn async": (dnn.AsyncEpochAveragingClassifier, {}),
+}
+
+
+# ------------------------------------------------------------ workloads
+class MLP(nn.Module):
+    def __init__(self, n_features=128, hidden=512, n_classes=10):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(n_features, hidden), nn.ReLU(),
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, n_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class CNN(nn.Module):
+    """Three conv blocks (16-32-64 channels) and a linear head."""
+
+    def __init__(self, n_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(2))
+        self.head = nn.Linear(64 * 4, n_classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+WORKLOADS = {
+    # name: model class, optimizer class, its arguments, batch size
+    "mlp": (MLP, torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}, 64),
+    "cnn": (CNN, torch.optim.Adam, {"lr": 1e-3}, 64),
+}
+
+
+def make_data(workload, n_train, n_test, seed):
+    rng = np.random.default_rng(seed)
+    n = n_train + n_test
+    if workload == "mlp":
+        from sklearn.datasets import make_classification
+        X, y = make_classification(
+            n_samples=n, n_features=128, n_informative=32, n_redundant=0,
+            n_classes=10, n_clusters_per_class=2, random_state=seed)
+        X = ((X - X.mean(0)) / X.std(0)).astype(np.float32)
+    else:
+        # Smooth class patterns: 4x4 random colours upsampled to 32x32.
+        coarse = rng.standard_normal((10, 3, 4, 4)).astype(np.float32)
+        patterns = torch.nn.functional.interpolate(
+            torch.from_numpy(coarse), size=(32, 32), mode="bicubic",
+            align_corners=False).numpy()
+        y = rng.integers(0, 10, n)
+        X = np.empty((n, 3, 32, 32), dtype=np.float32)
+        for i in range(n):
+            image = np.roll(patterns[y[i]], rng.integers(-8, 9, 2),
+                            axis=(1, 2))
+            X[i] = rng.uniform(0.4, 1.2) * image
+        X += rng.standard_normal(X.shape).astype(np.float32) * 2.0
+    y = y.astype(np.int64)
+    return X[:n_train], X[n_train:], y[:n_train], y[n_train:]
+
+
+def new_model(workload, seed):
+    torch.manual_seed(seed)
+    return WORKLOADS[workload][0]()
+
+
+def new_optimizer(workload, model):
+    _, opt, kwargs, _ = WORKLOADS[workload]
+    return opt(model.parameters(), **kwargs)
+
+
+def train_epoch(model, opt, X, y, order, batch_size):
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        opt.zero_grad()
+        loss_fn(model(X[idx]), y[idx]).backward()
+        opt.step()
+
+
+def accuracy(model, X, y):
+    model.eval()
+    with torch.no_grad():
+        pred = torch.cat([model(torch.from_numpy(X[i:i + 1024])).argmax(1)
+                          for i in range(0, len(X), 1024)]).numpy()
+    return float((pred == y).mean())
+
+
+def state_bytes(module):
+    return sum(t.numel() * t.element_size()
+               for t in module.state_dict().values())
+
+
+# ----------------------------------------------------------- contenders
+def run_single(workload, data, args):
+    X_train, X_test, y_train, y_test = data
+    torch.set_num_threads(args.single_threads)
+    try:
+        X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
+        model = new_model(workload, args.seed)
+        opt = new_optimizer(workload, model)
+        gen = torch.Generator().manual_seed(args.seed)
+        batch = WORKLOADS[workload][3]
+        points, clock = [], 0.0
+        for _ in range(args.epochs):
+            t0 = time.perf_counter()
+            train_epoch(model, opt, X, y, torch.randperm(len(X),
+                                                         generator=gen),
+                        batch)
+            clock += time.perf_counter() - t0
+            points.append((clock, accuracy(model, X_test, y_test)))
+    finally:
+        torch.set_num_threads(1)
+    return {"points": points, "bytes_per_epoch": 0}
+
+
+def _ddp_worker(rank, world, port, workload, data, args, queue):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    X_train, X_test, y_train, y_test = data
+    X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
+    model = DistributedDataParallel(new_model(workload, args.seed))
+    opt = new_optimizer(workload, model)
+    batch = WORKLOADS[workload][3]
+    per_rank = -(-len(X) // world)
+    points, clock, steps = [], 0.0, 0
+    for epoch in range(args.epochs):
+        dist.barrier()
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(args.seed + epoch)
+        order = torch.randperm(len(X), generator=gen)
+        order = torch.cat([order, order[:per_rank * world - len(X)]])
+        mine = order[rank::world]
+        train_epoch(model, opt, X, y, mine, batch)
+        dist.barrier()
+        clock += time.perf_counter() - t0
+        steps = -(-len(mine) // batch)
+        if rank == 0:
+            points.append((clock, accuracy(model.module, X_test, y_test)))
+    if rank == 0:
+        grad = sum(p.numel() * p.element_size()
+                   for p in model.module.parameters() if p.requires_grad)
+        # A ring all-reduce sends 2(P-1)/P of the gradient from each of
+        # the P ranks: 2(P-1) gradients' worth in all, per step.
+        queue.put({"points": points,
+                   "bytes_per_epoch": grad * steps * 2 * (world - 1)})
+    dist.destroy_process_group()
+
+
+def run_ddp(workload, data, args):
+    import socket
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(_ddp_worker, nprocs=args.workers, join=True,
+             args=(args.workers, port, workload, data, args, queue))
+    return queue.get()
+
+
+def run_strategy(name, workload, data, args):
+    estimator, params = STRATEGIES[name]
+    X_train, X_test, y_train, y_test = data
+    _, opt, kwargs, batch = WORKLOADS[workload]
+    prefixed = {f"optimizer__{k}": v for k, v in kwargs.items() if k != "lr"}
+    x_test = dnn.from_array(X_test)
+    t_test = dnn.from_array(y_test)
+
+    def build(n_epochs):
+        return estimator(module=new_model(workload, args.seed),
+                         optimizer=opt, lr=kwargs["lr"], n_epochs=n_epochs,
+                         batch_size=batch, n_workers=args.workers,
+                         random_state=args.seed,
+                         validation_data=(x_test, t_test), **prefixed,
+                         **params)
+
+    build(1).fit(X_train[:512], y_train[:512])   # start the pool: untimed
+    est = build(args.epochs)
+    t0 = time.perf_counter()
+    est.fit(X_train, y_train)
+    total = time.perf_counter() - t0
+    durations = [float(r["dur_s"]) for r in est.history_]
+    # dur_s runs from one epoch's scalars to the next; scale them so that
+    # they add up to the fit's wall time (which includes the final fetch).
+    scale = total / sum(durations)
+    clock, points = 0.0, []
+    for record, d in zip(est.history_, durations):
+        clock += d * scale
+        points.append((clock, float(record["valid_score"])))
+    return {"points": points,
+            "bytes_per_epoch": state_bytes(est.module_) * 2 * args.workers}
+
+
+# --------------------------------------------------------------- report
+def run_workload(workload, args):
+    t0 = time.perf_counter()
+    data = make_data(workload, args.n_train[workload],
+                     args.n_test[workload], args.seed)
+    model = new_model(workload, args.seed)
+    print(f"\n== {workload}: {model.__class__.__name__} "
+          f"({state_bytes(model):,} B of state), {len(data[0]):,} train / "
+          f"{len(data[1]):,} test rows of {data[0].shape[1:]}, "
+          f"{args.epochs} epochs, batch {WORKLOADS[workload][3]} "
+          f"(data made in {time.perf_counter() - t0:.1f}s)", flush=True)
+    results = {}
+    contenders = ["single", "ddp"] + list(STRATEGIES)
+    for name in contenders:
+        if name not in args.only and args.only:
+            continue
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        if name == "single":
+            out = run_single(workload, data, args)
+        elif name == "ddp":
+            out = run_ddp(workload, data, args)
+        else:
+            out = run_strategy(name, workload, data, args)
+        out["load"] = load
+        results[name] = out
+        print(f"  {name:<18} done in {time.perf_counter() - t0:.1f}s "
+              f"(load average before: {load:.2f}); accuracy per epoch "
+              + " ".join(f"{a:.3f}" for _, a in out["points"]), flush=True)
+    print(f"\n  {'contender':<18}{'wall (s)':>10}{'epoch (s)':>11}"
+          f"{'test acc':>10}{'weights moved per epoch':>26}")
+    for name, out in results.items():
+        times = [t for t, _ in out["points"]]
+        epochs = np.diff([0.0] + times)
+        print(f"  {name:<18}{times[-1]:>10.2f}"
+              f"{statistics.median(epochs):>11.3f}"
+              f"{out['points'][-1][1]:>10.4f}"
+              f"{out['bytes_per_epoch'] / 1e6:>23.1f} MB")
+    return results
+
+
+def plot(all_results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(all_results),
+                             figsize=(5.5 * len(all_results), 4))
+    axes = np.atleast_1d(axes)
+    for ax, (workload, results) in zip(axes, all_results.items()):
+        for name, out in results.items():
+            ax.plot(*zip(*out["points"]), "-o", markersize=3, label=name)
+        ax.set_xlabel("wall time (s, training only)")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(workload)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"\nplot: {path}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workloads", default="mlp,cnn")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--mlp-rows", type=int, default=20000,
+                   help="training rows of the MLP workload (+20%% test)")
+    p.add_argument("--cnn-rows", type=int, default=6000,
+                   help="training images of the CNN workload (+20%% test)")
+    p.add_argument("--single-threads", type=int, default=os.cpu_count(),
+                   help="torch threads of the single-process contender")
+    p.add_argument("--only", default="",
+                   help="comma-separated contenders to run (default: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", default=None, help="PNG path for the plot")
+    p.add_argument("--json", default=None, help="write the results here")
+    args = p.parse_args(argv)
+    args.only = [c for c in args.only.split(",") if c]
+    args.n_train = {"mlp": args.mlp_rows, "cnn": args.cnn_rows}
+    args.n_test = {k: v // 5 for k, v in args.n_train.items()}
+    torch.set_num_threads(1)
+    dnn.runtime.set_backend("local", n_workers=args.workers)
+    print("bench_strategies:", " ".join(sys.argv[1:]) or "(defaults)")
+    print("Machine:", describe())
+    print(f"Load average before: {os.getloadavg()}")
+    all_results = {w: run_workload(w, args)
+                   for w in args.workloads.split(",")}
+    print(f"\nLoad average after: {os.getloadavg()}")
+    if args.plot:
+        plot(all_results, args.plot)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(all_results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

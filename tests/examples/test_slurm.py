@@ -1,0 +1,81 @@
+"""The COMPSs launchers in examples/slurm use only real option names.
+
+Checked against the scripts of the COMPSs release kept beside the
+repository (the ``scripts`` folder of the PyCOMPSs sources the suite
+uses); skipped where that folder is absent.
+"""
+
+import glob
+import os
+import re
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from tests.conftest import PYCOMPSS_REFERENCE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+SLURM = os.path.join(ROOT, "examples", "slurm")
+REFERENCE = os.path.join(PYCOMPSS_REFERENCE, "scripts")
+
+
+def _launcher_options(path):
+    """Options given to runcompss / enqueue_compss in a launcher script."""
+    with open(path) as f:
+        text = f.read()
+    options = set(re.findall(r"^\s+--([a-z_]+)", text, re.MULTILINE))
+    options |= set(re.findall(r'"--([a-z_]+)=\$', text))
+    return options
+
+
+def _readme_options():
+    with open(os.path.join(SLURM, "README.md")) as f:
+        text = f.read()
+    return set(re.findall(r"^\| `--([a-z_]+)", text, re.MULTILINE)) | set(
+        re.findall(r"`--([a-z_]+)`", text))
+
+
+def _reference_text():
+    if not os.path.isdir(REFERENCE):
+        pytest.skip(f"the COMPSs scripts ({REFERENCE}) are not beside "
+                    f"this checkout")
+    text = ""
+    for path in glob.glob(os.path.join(REFERENCE, "*")):
+        with open(path, errors="replace") as f:
+            text += f.read()
+    return text
+
+
+@pytest.mark.parametrize("script", ["enqueue_4x4_gpus.sh",
+                                    "run_workstation.sh"])
+def test_launcher_options_exist_in_compss(script):
+    reference = _reference_text()
+    options = _launcher_options(os.path.join(SLURM, script))
+    assert {"lang", "python_interpreter", "pythonpath"} <= options
+    unknown = sorted(o for o in options
+                     if not re.search(rf"--{o}[=< ]", reference))
+    assert unknown == []
+
+
+def test_readme_explains_every_option_and_names_only_real_ones():
+    reference = _reference_text()
+    used = set()
+    for script in glob.glob(os.path.join(SLURM, "*.sh")):
+        used |= _launcher_options(script)
+    explained = _readme_options()
+    assert used <= explained, sorted(used - explained)
+    unknown = sorted(o for o in explained
+                     if not re.search(rf"--{o}[=< ]", reference))
+    assert unknown == []
+
+
+@pytest.mark.parametrize("name", ["resources.xml", "project.xml"])
+def test_xml_files_parse(name):
+    root = ElementTree.parse(os.path.join(SLURM, name)).getroot()
+    nodes = root.findall("ComputeNode")
+    assert [n.get("Name") for n in nodes] == ["localhost"]
+    if name == "resources.xml":
+        kinds = {p.get("Name"): p.findtext("ComputingUnits")
+                 for p in nodes[0].findall("Processor")}
+        assert kinds == {"MainProcessor": "8", "GPU": "2"}
