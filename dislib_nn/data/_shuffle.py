@@ -294,22 +294,19 @@ def _move(x, counts, labels, seeds):
     """
     n_in, n_out, _ = counts.shape
     split_seeds, merge_seeds = seeds
-    index = []
-    for i in range(n_in):
-        row = _placeholders(n_out)
-        _tasks._split_index(None if labels is None else labels[i],
-                            counts[i], split_seeds[i], row)
-        index.append(row)
+    # One plan per input block (its rows for every output block): the
+    # master handles O(blocks) futures per shuffle, not blocks squared.
+    index = [_tasks._split_index(None if labels is None else labels[i],
+                                 counts[i], split_seeds[i])
+             for i in range(n_in)]
     if _one_pass():
         blocks = [None] * n_out
         per_task = -(-n_out // n_workers())
         for start in range(0, n_out, per_task):
-            group = range(start, min(start + per_task, n_out))
+            group = list(range(start, min(start + per_task, n_out)))
             out = _placeholders(len(group))
-            _tasks._shuffle_gather(
-                x._blocks, [[index[i][j] for i in range(n_in)]
-                            for j in group],
-                [merge_seeds[j] for j in group], out)
+            _tasks._shuffle_gather(x._blocks, index, group,
+                                   [merge_seeds[j] for j in group], out)
             blocks[start:start + len(group)] = out
         release(index)
     else:

@@ -130,14 +130,14 @@ def _reshape(block, sample_shape):
 
 
 # -------------------------------------------------------------- shuffle
-@task(returns=0, index={Type: COLLECTION_OUT, Depth: 1})
-def _split_index(labels, counts, seed, index):
+@task(returns=1)
+def _split_index(labels, counts, seed):
     """Which rows of one block go to each output block.
 
     ``counts[j, c]`` rows of class ``c`` (of ``labels``, an int array of
     class numbers; all rows are class 0 when ``labels`` is None) go to
-    output block ``j``, chosen uniformly at random. Sets ``index[j]`` to
-    those rows, as a sorted int64 array.
+    output block ``j``, chosen uniformly at random. Returns one sorted
+    int64 array of rows per output block.
     """
     counts = np.asarray(counts, dtype=np.int64)
     n_out, n_classes = counts.shape
@@ -153,12 +153,11 @@ def _split_index(labels, counts, seed, index):
     order = np.argsort(dest, kind="stable")
     bounds = np.zeros(n_out + 1, dtype=np.int64)
     np.cumsum(np.bincount(dest, minlength=n_out), out=bounds[1:])
-    for j in range(n_out):
-        index[j] = order[bounds[j]:bounds[j + 1]].astype(np.int64)
+    return [order[bounds[j]:bounds[j + 1]].astype(np.int64)
+            for j in range(n_out)]
 
 
-@task(returns=0, index={Type: COLLECTION_IN, Depth: 1},
-      pieces={Type: COLLECTION_OUT, Depth: 1})
+@task(returns=0, pieces={Type: COLLECTION_OUT, Depth: 1})
 def _split(block, index, pieces):
     """Cut a block into ``pieces[j] = block[index[j]]`` (two-pass shuffle)."""
     for j, rows in enumerate(index):
@@ -180,20 +179,22 @@ def _merge(pieces, seed):
 
 
 @task(returns=0, blocks={Type: COLLECTION_IN, Depth: 1},
-      index={Type: COLLECTION_IN, Depth: 2},
+      index={Type: COLLECTION_IN, Depth: 1},
       out={Type: COLLECTION_OUT, Depth: 1})
-def _shuffle_gather(blocks, index, seeds, out):
-    """``out[k]``: what ``_merge`` makes of ``blocks[i][index[k][i]]``.
+def _shuffle_gather(blocks, index, outputs, seeds, out):
+    """``out[k]``: what ``_merge`` makes of output block ``outputs[k]``.
 
-    One pass instead of two, for several output blocks at once: used where
-    every block is in this machine's memory already, so that reading rows
-    of all blocks costs no transfer, and each block is mapped once per
-    task rather than once per output block.
+    ``index[i]`` is input block ``i``'s plan (``_split_index``). One pass
+    instead of two, for several output blocks at once: used where every
+    block is in this machine's memory already, so that reading rows of
+    all blocks costs no transfer, and each block is mapped once per task
+    rather than once per output block.
     """
     first = blocks[0]
     for i, block in enumerate(blocks):
-        _prefault(block, sum(len(rows[i]) for rows in index))
-    for k, (rows, seed) in enumerate(zip(index, seeds)):
+        _prefault(block, sum(len(index[i][j]) for j in outputs))
+    for k, (j, seed) in enumerate(zip(outputs, seeds)):
+        rows = [plan[j] for plan in index]
         positions, picks = _placement([len(ix) for ix in rows], seed)
         block = shared_empty((sum(len(ix) for ix in rows),)
                              + tuple(first.shape[1:]), first.dtype)
