@@ -17,6 +17,7 @@ __all__ = [
     "BackendError",
     "NotFittedError",
     "InvalidParameterError",
+    "CheckpointMismatchError",
     "ShapeError",
     "DtypeError",
     "DataFileError",
@@ -95,3 +96,9 @@ class DtypeError(DislibNNError, TypeError):
 
 class DataFileError(DislibNNError, ValueError):
     """A data file is not in the expected format (say, not a ``.npy``)."""
+
+
+class CheckpointMismatchError(DislibNNError, ValueError):
+    """A checkpoint to resume from was written by another estimator: other
+    parameters, another module, or another estimator class. The message
+    names what differs."""

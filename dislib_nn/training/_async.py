@@ -21,7 +21,7 @@ chains waits on the master; the master reads scalars only, up to
 """
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
-from dislib_nn.training import _stale_merge
+from dislib_nn.training import _checkpoint, _stale_merge
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
                                           training_fields)
 from dislib_nn.training._sync import merges_after
@@ -177,6 +177,20 @@ class AsyncStrategy(Strategy):
         elif self.average:
             optims = [parts[1]]
         return {"optimizer_states": optims, "velocity": parts[2]}
+
+    def checkpoint_parts(self):
+        """The global model after this round's merges. Reading it makes
+        the next round's merges wait for all of this round's (training
+        does not wait)."""
+        state, optim, velocity = _global_parts(self.glob)
+        optims = None
+        if self.setup.params["optimizer_state"] == "keep":
+            optims = list(self.optims)
+        elif self.average:
+            optims = [optim]
+        parts = _checkpoint.snapshot(state, velocity, optims)
+        self.setup.lifetimes.release(state, optim, velocity)
+        return parts
 
     def _global_parts(self):
         """Futures of the final global state, optimizer state, velocity

@@ -22,9 +22,9 @@ Class attributes say what a callback needs from the loop:
 ``needs_current_epoch`` (the next epoch cannot be submitted before this
 one's record is read: early stopping, a plateau schedule) and
 ``wants_model`` (the epoch's model future is needed: validation, early
-stopping, a checkpoint). A checkpoint is one more callback: save
-``handle.model`` (a future; submit a task that writes it, or fetch it)
-in ``on_epoch_end``.
+stopping) and ``wants_checkpoint`` (``handle.checkpoint``, the future of
+a copy of the merged model, optimizer states and momentum buffer, is
+needed: :class:`~._checkpoint.Checkpoint`).
 
 The ``loop`` object has the attributes ``estimator``, ``total`` (the
 epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
@@ -39,6 +39,7 @@ class Callback:
 
     needs_current_epoch = False
     wants_model = False
+    wants_checkpoint = False
 
     def on_fit_begin(self, loop):
         pass

@@ -14,6 +14,10 @@ through four calls and knows nothing else about it:
     history fields.
 ``final_model()``
     The future (or value) of the model the fit ends with.
+``checkpoint_parts()``
+    Right after a merged epoch was submitted: the future of one copy of
+    the global model, the optimizer states and the outer momentum
+    buffer the next epoch starts from (see :mod:`._checkpoint`).
 ``carry()``
     What the next ``fit`` (``warm_start``, ``partial_fit``) must start
     from besides the model: a dict of futures or values, fetched with the
@@ -98,6 +102,9 @@ class EpochHandle:
         Futures of plain numbers and small dicts, waited for together.
     model : future, dict or None
         The model after this epoch, when asked for and merged.
+    checkpoint : future or None
+        Set by the epoch loop when a callback wants checkpoints: what
+        :meth:`Strategy.checkpoint_parts` returned after this epoch.
     """
 
     def __init__(self, epoch, lr, merged, scalars, model=None):
@@ -106,6 +113,7 @@ class EpochHandle:
         self.merged = merged
         self.scalars = scalars
         self.model = model
+        self.checkpoint = None
 
 
 class Strategy:
@@ -130,6 +138,9 @@ class Strategy:
         raise NotImplementedError
 
     def final_model(self):
+        raise NotImplementedError
+
+    def checkpoint_parts(self):
         raise NotImplementedError
 
     def carry(self):

@@ -11,7 +11,7 @@ merged model. Everything here deals in futures: the master fetches no
 weights.
 """
 
-from dislib_nn.training import _train_tasks
+from dislib_nn.training import _checkpoint, _train_tasks
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
                                           training_fields)
 
@@ -80,6 +80,11 @@ class SyncStrategy(Strategy):
 
     def final_model(self):
         return self.state
+
+    def checkpoint_parts(self):
+        carry = self.carry()
+        return _checkpoint.snapshot(self.state, carry["velocity"],
+                                    carry["optimizer_states"])
 
     def carry(self):
         keep = self.setup.params["optimizer_state"]
