@@ -124,6 +124,11 @@ _PARAMETERS = """
         less data and all finish together. Needs ``shuffle="global"`` or
         ``"local"`` and more blocks than workers; the model then depends
         on timings, so ``random_state`` no longer fixes it.
+    checkpoint_dir : str, os.PathLike or None, default=None
+        Write a checkpoint there after every merge (model, optimizer
+        states, outer momentum, epoch, seed, parameters, ``history_``),
+        atomically; ``fit(X, y, resume=True)`` continues from it. See
+        docs/estimators.md.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
