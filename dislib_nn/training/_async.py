@@ -33,7 +33,7 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 @task(returns=4, glob=COMMUTATIVE)
 def _fold(glob, start_state, start_info, start_optim, trained_state,
-          trained_optim, n_samples, worker, epoch, rules):
+          trained_optim, n_samples, stat, worker, epoch, rules):
     """Fold one worker's update into the global model; its fresh copy.
 
     Returns the global state, its averaged optimizer state (``{}`` when
@@ -42,7 +42,8 @@ def _fold(glob, start_state, start_info, start_optim, trained_state,
     """
     record = _stale_merge.fold(glob, start_state, start_info["progress"],
                                trained_state, n_samples, rules,
-                               start_optim, trained_optim)
+                               start_optim, trained_optim,
+                               finite=stat["finite"])
     record.update(worker=worker, epoch=epoch)
     state, optim, info = _stale_merge.snapshot_of(glob)
     return state, optim, info, record
@@ -151,7 +152,7 @@ class AsyncStrategy(Strategy):
         merge = merges_after(epoch, p["sync_every"], last)
         records, model = [], None
         if merge:
-            records, model = self._merge(counts, epoch, want_model)
+            records, model = self._merge(counts, stats, epoch, want_model)
         return EpochHandle(epoch, lr, merge, [counts, stats, records],
                            model)
 
@@ -219,7 +220,7 @@ class AsyncStrategy(Strategy):
                                         [c[2] for c in candidates]))
         self.picked[w] = True
 
-    def _merge(self, counts, epoch, want_model):
+    def _merge(self, counts, stats, epoch, want_model):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
         for w, count in enumerate(counts):
@@ -227,7 +228,7 @@ class AsyncStrategy(Strategy):
             state, optim, info, record = _fold(
                 self.glob, start_state, start_info, start_optim,
                 self.current[w], self.optims[w] if self.average else None,
-                count, w, epoch + 1, self.rules)
+                count, stats[w], w, epoch + 1, self.rules)
             outputs.append((state, optim, info))
             records.append(record)
             lifetimes.release(self.current[w])

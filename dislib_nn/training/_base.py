@@ -29,8 +29,8 @@ from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
 from dislib_nn.training import _checkpoint, _seeds
-from dislib_nn.training._callbacks import (EarlyStopping, History,
-                                           LearningRate, Printer)
+from dislib_nn.training._callbacks import (Divergence, EarlyStopping,
+                                           History, LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords,
                                             first_float_dtype,
@@ -92,6 +92,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         "warm_start": [p.Boolean()],
         "balance": [p.Boolean()],
         "checkpoint_dir": [p.NoneValue(), p.PathLike()],
+        "on_failure": [p.Options("retry", "skip", "raise")],
     }
 
     def __init__(self, *, module=None, criterion=None,
@@ -102,7 +103,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 **kwargs):
+                 on_failure="retry", **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -126,6 +127,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.warm_start = warm_start
         self.balance = balance
         self.checkpoint_dir = checkpoint_dir
+        self.on_failure = on_failure
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -351,7 +353,8 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        callbacks = [LearningRate(schedule), History()]
+        callbacks = [Divergence(self.on_failure), LearningRate(schedule),
+                     History()]
         if self.early_stopping:
             callbacks.append(EarlyStopping(self.patience))
         if self.verbose:
@@ -434,7 +437,7 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 max_lag=1, staleness_exponent=0.5, **kwargs):
+                 on_failure="retry", max_lag=1, staleness_exponent=0.5, **kwargs):
         super().__init__(
             module=module, criterion=criterion, optimizer=optimizer, lr=lr,
             lr_schedule=lr_schedule, n_epochs=n_epochs,
@@ -446,6 +449,6 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
             validation_data=validation_data, early_stopping=early_stopping,
             patience=patience, device=device, random_state=random_state,
             verbose=verbose, warm_start=warm_start, balance=balance,
-            checkpoint_dir=checkpoint_dir, **kwargs)
+            checkpoint_dir=checkpoint_dir, on_failure=on_failure, **kwargs)
         self.max_lag = max_lag
         self.staleness_exponent = staleness_exponent

@@ -42,7 +42,8 @@ _TEMP_PREFIX = ".checkpoint-"
 _FORMAT = 1
 #: parameters a resumed fit may change: they do not alter the epochs
 #: already run (n_epochs only says where the fit ends).
-FREE_PARAMS = ("n_epochs", "verbose", "warm_start", "checkpoint_dir")
+FREE_PARAMS = ("n_epochs", "verbose", "warm_start", "checkpoint_dir",
+               "on_failure")
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 

@@ -81,7 +81,8 @@ class FitSetup:
             lr=lr, batch_size=p["batch_size"],
             seed=self.data.train_seed(epoch, worker),
             shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
-            optimizer_state=p["optimizer_state"], output=self.output)
+            optimizer_state=p["optimizer_state"], output=self.output,
+            retry=p["on_failure"] == "retry")
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""
@@ -151,11 +152,16 @@ def training_fields(counts, stats):
     """History fields every strategy reports from its training tasks.
 
     ``counts`` and ``stats`` are the resolved third and fourth results of
-    the epoch's training tasks, one per worker.
+    the epoch's training tasks, one per worker. ``train_loss`` is over the
+    replicas that did not diverge; ``diverged`` and ``retried`` list
+    workers.
     """
-    total = sum(counts)
-    loss = sum(s["loss_sum"] for s in stats)
+    finite = [s["finite"] for s in stats]
+    total = sum(n for n, ok in zip(counts, finite) if ok)
+    loss = sum(s["loss_sum"] for s, ok in zip(stats, finite) if ok)
     return {"train_loss": float(loss / total) if total else float("nan"),
+            "diverged": [w for w, s in enumerate(stats) if not s["finite"]],
+            "retried": [w for w, s in enumerate(stats) if s["retried"]],
             "worker_samples": [int(n) for n in counts],
             "worker_compute_s": [float(s["compute_s"]) for s in stats],
             "end_s": max(float(s["end_s"]) for s in stats)}
