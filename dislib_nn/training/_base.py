@@ -437,7 +437,8 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_lag=1, staleness_exponent=0.5, **kwargs):
+                 on_failure="retry", max_lag=1, staleness_exponent=0.5,
+                 **kwargs):
         super().__init__(
             module=module, criterion=criterion, optimizer=optimizer, lr=lr,
             lr_schedule=lr_schedule, n_epochs=n_epochs,

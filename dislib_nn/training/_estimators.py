@@ -129,7 +129,7 @@ _PARAMETERS = """
         states, outer momentum, epoch, seed, parameters, ``history_``),
         atomically; ``fit(X, y, resume=True)`` continues from it. See
         docs/estimators.md.
-    on_failure : {"retry", "skip", "raise"}, default="retry"
+    on_failure : {{"retry", "skip", "raise"}}, default="retry"
         What to do with a worker whose epoch diverged (NaN or infinite
         loss, weights or optimizer state), which is never merged:
         ``"retry"`` runs that epoch once more from its starting state,

@@ -18,8 +18,8 @@ import torch
 from dislib_nn.exceptions import InvalidParameterError
 
 __all__ = ["Interval", "Options", "Boolean", "NoneValue", "Callable",
-           "PathLike", "ModuleSpec", "DeviceSpec", "RandomState", "PairOfArrays",
-           "validate"]
+           "PathLike", "ModuleSpec", "DeviceSpec", "RandomState",
+           "PairOfArrays", "validate"]
 
 
 class Interval:

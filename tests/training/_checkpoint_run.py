@@ -1,10 +1,10 @@
 """A fit that tests/training/test_checkpoint.py runs in a subprocess.
 
-    python -m tests.training._checkpoint_run OUT CHECKPOINT_DIR RESUME ESTIMATOR
+    python -m tests.training._checkpoint_run OUT CKPT_DIR RESUME ESTIMATOR
 
 Trains a small regressor with a fixed seed and writes its final
 ``state_dict``, ``history_`` epochs and ``n_epochs_`` to OUT.
-CHECKPOINT_DIR may be ``-`` (no checkpoint); RESUME is 0 or 1.
+CKPT_DIR may be ``-`` (no checkpoint); RESUME is 0 or 1.
 ``SlowMLP`` appends one byte to ``$DISLIB_NN_TEST_MARKER`` per training
 forward and sleeps, so that the test can kill the process mid-epoch.
 """
