@@ -126,7 +126,9 @@ def load(directory):
     path = os.path.join(os.fspath(directory), FILE_NAME)
     if not os.path.exists(path):
         return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    # Tensors, numbers, strings, lists and dicts only: nothing to unpickle
+    # that could run code.
+    payload = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
         raise CheckpointMismatchError(
             f"{path} is not a dislib_nn checkpoint of format {_FORMAT}.")

@@ -64,7 +64,10 @@ def _run_and_kill(tmp_path, backend, checkpoint_dir, name):
             time.sleep(0.01)
     finally:
         # The whole session: the master and its local worker processes.
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not (tmp_path / "killed.pt").exists()
