@@ -30,7 +30,7 @@ import torch
 __all__ = ["WeightedSum", "weighted", "combine", "mean", "weighted_mean",
            "tree_reduce", "tree_depth", "outer_step",
            "flatten_optimizer_state", "unflatten_optimizer_state",
-           "is_finite", "finite_mean"]
+           "is_finite", "finite_sum", "mean_or_previous", "finite_mean"]
 
 # Low-precision floats are accumulated in float32, then cast back.
 _WIDEN = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
@@ -257,10 +257,33 @@ def finite_mean(states, weights, finite, previous):
     (state dict, bool)
         The merged model, and True when every replica diverged.
     """
-    kept = [(s, w) for s, w, ok in zip(states, weights, finite) if ok]
-    if not kept:
+    return mean_or_previous(finite_sum(zip(states, weights, finite)),
+                            previous)
+
+
+def finite_sum(parts):
+    """The :class:`WeightedSum` of the finite replicas among ``parts``.
+
+    ``parts`` holds ``(state, weight, finite)`` triples; a ``state`` that
+    is already a :class:`WeightedSum` (a partial sum of a merge tree,
+    whose replicas were checked where they were summed) always counts.
+    Empty (no entries) when nothing is left.
+    """
+    total = WeightedSum(collections.OrderedDict())
+    for state, weight, finite in parts:
+        if isinstance(state, WeightedSum):
+            total = combine(total, state)
+        elif finite:
+            total = combine(total, weighted(state, weight))
+    return total
+
+
+def mean_or_previous(total, previous):
+    """``(mean(total), False)``, or ``(previous, True)`` when ``total`` is
+    empty because every replica diverged."""
+    if not total.entries:
         return previous, True
-    return weighted_mean([s for s, _ in kept], [w for _, w in kept]), False
+    return mean(total), False
 
 
 def _leaves(value):

@@ -63,7 +63,7 @@ def _merge_pair(models, counts, stats, root, previous):
     total = _sum_models(models, counts, stats)
     if not root:
         return total
-    return previous if not total.entries else _merge.mean(total)
+    return _merge.mean_or_previous(total, previous)[0]
 
 
 @task(returns=2, models=_COLLECTION, optims=_COLLECTION,
@@ -80,8 +80,7 @@ def _merge_pair_with_optims(models, optims, counts, stats, root, previous):
         optim_total = _sum_optims(optims, counts, None)
     merged_optim = _merge.unflatten_optimizer_state(
         _merge.mean(optim_total[0]), optim_total[1])
-    model = previous if not total.entries else _merge.mean(total)
-    return model, merged_optim
+    return _merge.mean_or_previous(total, previous)[0], merged_optim
 
 
 @task(returns=1)
@@ -99,33 +98,25 @@ def _outer_step(previous, averaged, velocity, lr, momentum, keys):
 
 def _sum_models(models, counts, stats):
     """The weighted sum of the finite replicas (an empty one if none)."""
-    total = _merge.WeightedSum({})
-    for model, count, stat in zip(models, counts, stats):
-        if isinstance(model, _merge.WeightedSum):
-            part = model
-        elif stat["finite"]:
-            part = _merge.weighted(model, count)
-        else:
-            continue
-        total = _merge.combine(total, part)
-    return total
+    return _merge.finite_sum(zip(models, counts,
+                                 [s["finite"] for s in stats]))
 
 
 def _sum_optims(optims, counts, stats):
     """``_sum_models`` for optimizer states (every one when ``stats`` is
     None)."""
-    total, skeleton = _merge.WeightedSum({}), None
+    parts, skeleton = [], None
     for i, (optim, count) in enumerate(zip(optims, counts)):
-        if isinstance(optim, tuple):
+        finite = stats is None or stats[i]["finite"]
+        if isinstance(optim, tuple):        # a partial sum
             part, skel = optim
-        elif stats is None or stats[i]["finite"]:
-            flat, skel = _merge.flatten_optimizer_state(optim)
-            part = _merge.weighted(flat, count)
+        elif finite:
+            part, skel = _merge.flatten_optimizer_state(optim)
         else:
             continue
         skeleton = skeleton or skel
-        total = _merge.combine(total, part)
-    return total, skeleton
+        parts.append((part, count, True))
+    return _merge.finite_sum(parts), skeleton
 
 
 def train_task_for(device):
