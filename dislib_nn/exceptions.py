@@ -19,6 +19,8 @@ __all__ = [
     "BackendError",
     "NotFittedError",
     "InvalidParameterError",
+    "CheckpointMismatchError",
+    "DivergenceError",
     "ShapeError",
     "DtypeError",
     "DataFileError",
@@ -119,3 +121,19 @@ class MissingDependencyError(DislibNNError, ImportError):
     The message names the package and the extra that installs it
     (``pip install dislib-nn[plot]``).
     """
+
+
+class CheckpointMismatchError(DislibNNError, ValueError):
+    """A checkpoint to resume from was written by another estimator: other
+    parameters, another module, or another estimator class. The message
+    names what differs."""
+
+
+class DivergenceError(DislibNNError, FloatingPointError):
+    """A replica's loss or weights became NaN or infinite during an epoch
+    (``on_failure="raise"``, or ``"retry"`` after a second run)."""
+
+    def __init__(self, message, epoch=None, workers=()):
+        super().__init__(message)
+        self.epoch = epoch
+        self.workers = list(workers)

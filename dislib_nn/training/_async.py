@@ -21,7 +21,7 @@ chains waits on the master; the master reads scalars only, up to
 """
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
-from dislib_nn.training import _stale_merge
+from dislib_nn.training import _checkpoint, _stale_merge
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
                                           training_fields)
 from dislib_nn.training._sync import merges_after
@@ -33,7 +33,7 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 @task(returns=4, glob=COMMUTATIVE)
 def _fold(glob, start_state, start_info, start_optim, trained_state,
-          trained_optim, n_samples, worker, epoch, rules):
+          trained_optim, n_samples, stat, worker, epoch, rules):
     """Fold one worker's update into the global model; its fresh copy.
 
     Returns the global state, its averaged optimizer state (``{}`` when
@@ -42,7 +42,8 @@ def _fold(glob, start_state, start_info, start_optim, trained_state,
     """
     record = _stale_merge.fold(glob, start_state, start_info["progress"],
                                trained_state, n_samples, rules,
-                               start_optim, trained_optim)
+                               start_optim, trained_optim,
+                               finite=stat["finite"])
     record.update(worker=worker, epoch=epoch)
     state, optim, info = _stale_merge.snapshot_of(glob)
     return state, optim, info, record
@@ -151,7 +152,7 @@ class AsyncStrategy(Strategy):
         merge = merges_after(epoch, p["sync_every"], last)
         records, model = [], None
         if merge:
-            records, model = self._merge(counts, epoch, want_model)
+            records, model = self._merge(counts, stats, epoch, want_model)
         return EpochHandle(epoch, lr, merge, [counts, stats, records],
                            model)
 
@@ -177,6 +178,20 @@ class AsyncStrategy(Strategy):
         elif self.average:
             optims = [parts[1]]
         return {"optimizer_states": optims, "velocity": parts[2]}
+
+    def checkpoint_parts(self):
+        """The global model after this round's merges. Reading it makes
+        the next round's merges wait for all of this round's (training
+        does not wait)."""
+        state, optim, velocity = _global_parts(self.glob)
+        optims = None
+        if self.setup.params["optimizer_state"] == "keep":
+            optims = list(self.optims)
+        elif self.average:
+            optims = [optim]
+        parts = _checkpoint.snapshot(state, velocity, optims)
+        self.setup.lifetimes.release(state, optim, velocity)
+        return parts
 
     def _global_parts(self):
         """Futures of the final global state, optimizer state, velocity
@@ -205,7 +220,7 @@ class AsyncStrategy(Strategy):
                                         [c[2] for c in candidates]))
         self.picked[w] = True
 
-    def _merge(self, counts, epoch, want_model):
+    def _merge(self, counts, stats, epoch, want_model):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
         for w, count in enumerate(counts):
@@ -213,7 +228,7 @@ class AsyncStrategy(Strategy):
             state, optim, info, record = _fold(
                 self.glob, start_state, start_info, start_optim,
                 self.current[w], self.optims[w] if self.average else None,
-                count, w, epoch + 1, self.rules)
+                count, stats[w], w, epoch + 1, self.rules)
             outputs.append((state, optim, info))
             records.append(record)
             lifetimes.release(self.current[w])

@@ -18,7 +18,9 @@ What differs between classifiers and regressors is in ``_targets``
 """
 
 import numbers
+import os
 
+import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
@@ -26,9 +28,9 @@ from sklearn.utils import check_random_state
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _param_validation as p
-from dislib_nn.training import _persist, _seeds
-from dislib_nn.training._callbacks import (EarlyStopping, History,
-                                           LearningRate, Printer)
+from dislib_nn.training import _checkpoint, _persist, _seeds
+from dislib_nn.training._callbacks import (Divergence, EarlyStopping,
+                                           History, LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords, check_step,
                                             first_float_dtype,
@@ -89,6 +91,8 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         "verbose": [p.Boolean(), p.Interval(_INT, 0, None)],
         "warm_start": [p.Boolean()],
         "balance": [p.Boolean()],
+        "checkpoint_dir": [p.NoneValue(), p.PathLike()],
+        "on_failure": [p.Options("retry", "skip", "raise")],
     }
 
     def __init__(self, *, module=None, criterion=None,
@@ -98,7 +102,8 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                  outer_momentum=0.0, validation_fraction=0.0,
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
-                 warm_start=False, balance=False, **kwargs):
+                 warm_start=False, balance=False, checkpoint_dir=None,
+                 on_failure="retry", **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -121,6 +126,8 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.verbose = verbose
         self.warm_start = warm_start
         self.balance = balance
+        self.checkpoint_dir = checkpoint_dir
+        self.on_failure = on_failure
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -172,7 +179,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         return hasattr(self, "module_")
 
     # --------------------------------------------------------------- fit
-    def fit(self, X, y):
+    def fit(self, X, y, resume=False):
         """Train the module for ``n_epochs`` epochs (more with warm_start).
 
         Parameters
@@ -181,26 +188,73 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
             Samples, one per row; any sample shape the module accepts.
         y : DsTensor, array-like, torch.Tensor or ds-array
             Targets, one per row.
+        resume : bool, default=False
+            Continue from the checkpoint in ``checkpoint_dir`` when there
+            is one (up to ``n_epochs`` epochs in all), and start afresh
+            when there is none. A checkpoint written by another estimator
+            class, other parameters or another module raises
+            :class:`~dislib_nn.exceptions.CheckpointMismatchError`.
 
         Returns
         -------
         self
         """
         self._validate_params()
-        continuing = self.warm_start and self.__sklearn_is_fitted__()
+        checkpoint, path = self._checkpoint_to_resume(resume)
+        continuing = checkpoint is None and self.warm_start \
+            and self.__sklearn_is_fitted__()
         saved = _FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
             _check_rows(self, checked["X"])
+            n_epochs = self.n_epochs
             if not continuing:
-                self._initialize(checked)
+                self._initialize(checked, checkpoint and checkpoint["seed"])
+            if checkpoint is not None:
+                _checkpoint.check_model(self, checkpoint, path)
             data = self._prepare(checked)
             self._check_step(data)
-            self._fit_epochs(data, self.n_epochs)
+            if checkpoint is not None:
+                _checkpoint.check_workers(self, checkpoint, path)
+                self._restore(checkpoint)
+                n_epochs = self.n_epochs - self.n_epochs_
+            if n_epochs > 0:
+                self._fit_epochs(data, n_epochs)
+            else:
+                self.module_.eval()
         except BaseException:
             saved.restore()
             raise
         return self
+
+    def _checkpoint_to_resume(self, resume):
+        """The checkpoint ``fit(resume=True)`` continues (or None) and its
+        path; checked against the parameters before any task runs."""
+        name = type(self).__name__
+        if not isinstance(resume, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The 'resume' argument of {name}.fit must be an instance "
+                f"of 'bool'. Got {resume!r} instead.")
+        if not resume:
+            return None, None
+        if self.checkpoint_dir is None:
+            raise InvalidParameterError(
+                f"{name}.fit(resume=True) needs checkpoint_dir, the "
+                f"directory to resume from. Got checkpoint_dir=None.")
+        checkpoint = _checkpoint.load(self.checkpoint_dir)
+        path = os.path.join(os.fspath(self.checkpoint_dir),
+                            _checkpoint.FILE_NAME)
+        if checkpoint is not None:
+            _checkpoint.check_params(self, checkpoint, path)
+        return checkpoint, path
+
+    def _restore(self, checkpoint):
+        """Continue from a checkpoint (the model is built already)."""
+        self.module_.load_state_dict(checkpoint["model"])
+        self.history_ = list(checkpoint["history_"])
+        self.n_epochs_ = int(checkpoint["n_epochs_"])
+        self.optimizer_states_ = checkpoint["optimizer_states"]
+        self._carried = {"velocity": checkpoint["velocity"]}
 
     def partial_fit(self, X, y):
         """Train for one more epoch, from the current model if fitted."""
@@ -241,10 +295,15 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         return {k: values[k] for k in names
                 if values.get(k) is not None}
 
-    def _initialize(self, checked):
-        """Build the initial model; forget any earlier fit."""
+    def _initialize(self, checked, seed=None):
+        """Build the initial model; forget any earlier fit.
+
+        ``seed``: the base seed (:mod:`._seeds`) of a checkpoint resumed,
+        else drawn from ``random_state``.
+        """
         self._seed = int(check_random_state(self.random_state)
-                         .randint(0, 2 ** 31 - 1))
+                         .randint(0, 2 ** 31 - 1)) if seed is None \
+            else int(seed)
         self._inferred = self._inferred_arguments(checked)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_seeds.seed_for(self._seed, _seeds.MODEL_INIT))
@@ -306,11 +365,14 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        callbacks = [LearningRate(schedule), History()]
+        callbacks = [Divergence(self.on_failure), LearningRate(schedule),
+                     History()]
         if self.early_stopping:
             callbacks.append(EarlyStopping(self.patience))
         if self.verbose:
             callbacks.append(Printer(self._describe_fit()))
+        if self.checkpoint_dir is not None:
+            callbacks.append(_checkpoint.Checkpoint(self.checkpoint_dir))
         return callbacks
 
     def _describe_fit(self):
@@ -460,8 +522,9 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
                  outer_momentum=0.0, validation_fraction=0.0,
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
-                 warm_start=False, balance=False, max_lag=1,
-                 staleness_exponent=0.5, **kwargs):
+                 warm_start=False, balance=False, checkpoint_dir=None,
+                 on_failure="retry", max_lag=1, staleness_exponent=0.5,
+                 **kwargs):
         super().__init__(
             module=module, criterion=criterion, optimizer=optimizer, lr=lr,
             lr_schedule=lr_schedule, n_epochs=n_epochs,
@@ -473,6 +536,6 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
             validation_data=validation_data, early_stopping=early_stopping,
             patience=patience, device=device, random_state=random_state,
             verbose=verbose, warm_start=warm_start, balance=balance,
-            **kwargs)
+            checkpoint_dir=checkpoint_dir, on_failure=on_failure, **kwargs)
         self.max_lag = max_lag
         self.staleness_exponent = staleness_exponent

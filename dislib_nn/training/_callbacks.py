@@ -22,16 +22,18 @@ Class attributes say what a callback needs from the loop:
 ``needs_current_epoch`` (the next epoch cannot be submitted before this
 one's record is read: early stopping, a plateau schedule) and
 ``wants_model`` (the epoch's model future is needed: validation, early
-stopping, a checkpoint). A checkpoint is one more callback: save
-``handle.model`` (a future; submit a task that writes it, or fetch it)
-in ``on_epoch_end``.
+stopping) and ``wants_checkpoint`` (``handle.checkpoint``, the future of
+a copy of the merged model, optimizer states and momentum buffer, is
+needed: :class:`~._checkpoint.Checkpoint`).
 
 The ``loop`` object has the attributes ``estimator``, ``total`` (the
 epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
 """
 
-__all__ = ["Callback", "LearningRate", "History", "EarlyStopping",
-           "Printer", "format_record"]
+from dislib_nn.exceptions import DivergenceError
+
+__all__ = ["Callback", "Divergence", "LearningRate", "History",
+           "EarlyStopping", "Printer", "format_record"]
 
 
 class Callback:
@@ -39,6 +41,7 @@ class Callback:
 
     needs_current_epoch = False
     wants_model = False
+    wants_checkpoint = False
 
     def on_fit_begin(self, loop):
         pass
@@ -51,6 +54,30 @@ class Callback:
 
     def on_fit_end(self, loop):
         pass
+
+
+class Divergence(Callback):
+    """Applies ``on_failure`` to the workers whose epoch diverged (a
+    non-finite loss or state, left out of the merge by the merge tasks):
+    ``"skip"`` lets ``history_`` record them under ``diverged``;
+    ``"raise"``, and ``"retry"`` once the task's second run diverged too,
+    raise :class:`~dislib_nn.exceptions.DivergenceError`."""
+
+    def __init__(self, on_failure):
+        self.on_failure = on_failure
+
+    def on_epoch_end(self, loop, record, handle):
+        workers = record.get("diverged") or []
+        if workers and self.on_failure != "skip":
+            again = (" after a retry from its starting state"
+                     if self.on_failure == "retry" else "")
+            raise DivergenceError(
+                f"Worker {workers[0]} diverged in epoch {record['epoch']}"
+                f"{again}: its loss or weights are not finite (workers "
+                f"{workers} diverged). Lower lr, or pass on_failure='skip' "
+                f"to drop a diverged worker's update and go on.",
+                epoch=record["epoch"], workers=workers)
+        return False
 
 
 class LearningRate(Callback):

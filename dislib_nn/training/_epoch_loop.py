@@ -51,6 +51,7 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
     needs_current = any(cb.needs_current_epoch for cb in callbacks)
     want_model = validation is not None or any(
         cb.wants_model for cb in callbacks)
+    want_checkpoint = any(cb.wants_checkpoint for cb in callbacks)
     for cb in callbacks:
         cb.on_fit_begin(loop)
     clock = [time.time()]
@@ -62,6 +63,8 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
             cb.on_epoch_begin(loop, epoch)
         last = epoch == total - 1
         handle = strategy.submit_epoch(epoch, loop.lr, last, want_model)
+        if handle.merged and want_checkpoint:
+            handle.checkpoint = strategy.checkpoint_parts()
         valid = []
         if handle.merged and validation is not None:
             valid = validation(handle.model)

@@ -124,6 +124,20 @@ _PARAMETERS = """
         less data and all finish together. Needs ``shuffle="global"`` or
         ``"local"`` and more blocks than workers; the model then depends
         on timings, so ``random_state`` no longer fixes it.
+    checkpoint_dir : str, os.PathLike or None, default=None
+        Write a checkpoint there after every merge (model, optimizer
+        states, outer momentum, epoch, seed, parameters, ``history_``),
+        atomically; ``fit(X, y, resume=True)`` continues from it. See
+        docs/estimators.md.
+    on_failure : {{"retry", "skip", "raise"}}, default="retry"
+        What to do with a worker whose epoch diverged (NaN or infinite
+        loss, weights or optimizer state), which is never merged:
+        ``"retry"`` runs that epoch once more from its starting state,
+        then raises if it diverges again; ``"skip"`` drops its update
+        (the merge weights are renormalised over the others; when all
+        diverged the model stays as it was) and records it in
+        ``history_``; ``"raise"`` raises ``DivergenceError`` naming the
+        epoch and the worker.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
@@ -138,7 +152,9 @@ _PARAMETERS = """
         end of the previous epoch's last training task, or the start of
         ``fit``, to the end of this epoch's last training task),
         ``worker_samples`` and ``worker_compute_s`` (rows and seconds of
-        each worker's training task){merges}.
+        each worker's training task), ``diverged`` and ``retried`` (the
+        workers whose epoch diverged, or was run twice; see
+        ``on_failure``){merges}.
     n_epochs_ : int
         Epochs run, over all calls to ``fit`` and ``partial_fit`` since
         the model was created.

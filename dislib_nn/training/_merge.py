@@ -29,7 +29,8 @@ import torch
 
 __all__ = ["WeightedSum", "weighted", "combine", "mean", "weighted_mean",
            "tree_reduce", "tree_depth", "outer_step",
-           "flatten_optimizer_state", "unflatten_optimizer_state"]
+           "flatten_optimizer_state", "unflatten_optimizer_state",
+           "is_finite", "finite_sum", "mean_or_previous", "finite_mean"]
 
 # Low-precision floats are accumulated in float32, then cast back.
 _WIDEN = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
@@ -234,6 +235,78 @@ def unflatten_optimizer_state(flat, skeleton):
 
 
 # ----------------------------------------------------------------- helpers
+def is_finite(state, loss=0.0):
+    """Whether a replica may be merged: its ``loss`` and every
+    floating-point value of ``state`` (a state dict, or an optimizer
+    state with nested dicts and lists) are finite."""
+    if not _finite_value(loss):
+        return False
+    return all(_finite_value(v) for v in _leaves(state))
+
+
+def finite_mean(states, weights, finite, previous):
+    """The weighted mean of the replicas flagged ``finite``.
+
+    A diverged replica contributes nothing, not even ``0 * nan``: the
+    weights are renormalised over the others by the one division at the
+    end. When every replica diverged, ``previous`` (the global model
+    they started from) is returned unchanged.
+
+    Returns
+    -------
+    (state dict, bool)
+        The merged model, and True when every replica diverged.
+    """
+    return mean_or_previous(finite_sum(zip(states, weights, finite)),
+                            previous)
+
+
+def finite_sum(parts):
+    """The :class:`WeightedSum` of the finite replicas among ``parts``.
+
+    ``parts`` holds ``(state, weight, finite)`` triples; a ``state`` that
+    is already a :class:`WeightedSum` (a partial sum of a merge tree,
+    whose replicas were checked where they were summed) always counts.
+    Empty (no entries) when nothing is left.
+    """
+    total = WeightedSum(collections.OrderedDict())
+    for state, weight, finite in parts:
+        if isinstance(state, WeightedSum):
+            total = combine(total, state)
+        elif finite:
+            total = combine(total, weighted(state, weight))
+    return total
+
+
+def mean_or_previous(total, previous):
+    """``(mean(total), False)``, or ``(previous, True)`` when ``total`` is
+    empty because every replica diverged."""
+    if not total.entries:
+        return previous, True
+    return mean(total), False
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _finite_value(value):
+    if torch.is_tensor(value):
+        if not (value.is_floating_point() or value.is_complex()):
+            return True
+        return bool(torch.isfinite(value).all())
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return bool(torch.isfinite(torch.tensor(float(value))))
+    return True
+
+
 def _check_weight(weight):
     if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
         raise TypeError(f"a replica's weight must be a real number. Got "

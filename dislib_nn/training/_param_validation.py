@@ -10,6 +10,7 @@ the range [1, inf). Got 0 instead."
 """
 
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -17,8 +18,8 @@ import torch
 from dislib_nn.exceptions import InvalidParameterError
 
 __all__ = ["Interval", "Options", "Boolean", "NoneValue", "Callable",
-           "ModuleSpec", "DeviceSpec", "RandomState", "PairOfArrays",
-           "validate"]
+           "PathLike", "ModuleSpec", "DeviceSpec", "RandomState",
+           "PairOfArrays", "validate"]
 
 
 class Interval:
@@ -83,6 +84,14 @@ class NoneValue:
 
     def __str__(self):
         return "None"
+
+
+class PathLike:
+    def is_satisfied_by(self, value):
+        return isinstance(value, (str, os.PathLike)) and str(value) != ""
+
+    def __str__(self):
+        return "a non-empty str or os.PathLike"
 
 
 class Callable:

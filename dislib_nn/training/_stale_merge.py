@@ -138,8 +138,11 @@ def snapshot_of(glob):
 
 
 def fold(glob, start_state, start_progress, trained_state, n_samples,
-         rules, start_optim=None, trained_optim=None):
+         rules, start_optim=None, trained_optim=None, finite=True):
     """Fold one worker's update into the global model ``glob`` in place.
+
+    A replica that is not ``finite`` (its loss or state diverged) folds
+    no update (weight 0); its rows still count as merged progress.
 
     Returns
     -------
@@ -151,6 +154,8 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
                     rules.n_rows)
     share = n_samples / rules.n_rows
     weight = share * discount(tau, rules.exponent)
+    if not finite:
+        weight, trained_state, trained_optim = 0.0, start_state, None
     velocity, pending = glob["velocity"], glob["pending"]
     state = glob["state"]
     for key, value in state.items():

@@ -14,6 +14,10 @@ through four calls and knows nothing else about it:
     history fields.
 ``final_model()``
     The future (or value) of the model the fit ends with.
+``checkpoint_parts()``
+    Right after a merged epoch was submitted: the future of one copy of
+    the global model, the optimizer states and the outer momentum
+    buffer the next epoch starts from (see :mod:`._checkpoint`).
 ``carry()``
     What the next ``fit`` (``warm_start``, ``partial_fit``) must start
     from besides the model: a dict of futures or values, fetched with the
@@ -77,7 +81,8 @@ class FitSetup:
             lr=lr, batch_size=p["batch_size"],
             seed=self.data.train_seed(epoch, worker),
             shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
-            optimizer_state=p["optimizer_state"], output=self.output)
+            optimizer_state=p["optimizer_state"], output=self.output,
+            retry=p["on_failure"] == "retry")
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""
@@ -98,6 +103,9 @@ class EpochHandle:
         Futures of plain numbers and small dicts, waited for together.
     model : future, dict or None
         The model after this epoch, when asked for and merged.
+    checkpoint : future or None
+        Set by the epoch loop when a callback wants checkpoints: what
+        :meth:`Strategy.checkpoint_parts` returned after this epoch.
     """
 
     def __init__(self, epoch, lr, merged, scalars, model=None):
@@ -106,6 +114,7 @@ class EpochHandle:
         self.merged = merged
         self.scalars = scalars
         self.model = model
+        self.checkpoint = None
 
 
 class Strategy:
@@ -132,6 +141,9 @@ class Strategy:
     def final_model(self):
         raise NotImplementedError
 
+    def checkpoint_parts(self):
+        raise NotImplementedError
+
     def carry(self):
         raise NotImplementedError
 
@@ -140,11 +152,16 @@ def training_fields(counts, stats):
     """History fields every strategy reports from its training tasks.
 
     ``counts`` and ``stats`` are the resolved third and fourth results of
-    the epoch's training tasks, one per worker.
+    the epoch's training tasks, one per worker. ``train_loss`` is over the
+    replicas that did not diverge; ``diverged`` and ``retried`` list
+    workers.
     """
-    total = sum(counts)
-    loss = sum(s["loss_sum"] for s in stats)
+    finite = [s["finite"] for s in stats]
+    total = sum(n for n, ok in zip(counts, finite) if ok)
+    loss = sum(s["loss_sum"] for s, ok in zip(stats, finite) if ok)
     return {"train_loss": float(loss / total) if total else float("nan"),
+            "diverged": [w for w, s in enumerate(stats) if not s["finite"]],
+            "retried": [w for w, s in enumerate(stats) if s["retried"]],
             "worker_samples": [int(n) for n in counts],
             "worker_compute_s": [float(s["compute_s"]) for s in stats],
             "end_s": max(float(s["end_s"]) for s in stats)}

@@ -11,7 +11,7 @@ merged model. Everything here deals in futures: the master fetches no
 weights.
 """
 
-from dislib_nn.training import _train_tasks
+from dislib_nn.training import _checkpoint, _train_tasks
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
                                           training_fields)
 
@@ -69,7 +69,7 @@ class SyncStrategy(Strategy):
             optims = [None] * setup.n_workers
         self.optims = optims
         merge = merges_after(epoch, p["sync_every"], last)
-        merged = self._merge(counts) if merge else None
+        merged = self._merge(counts, stats) if merge else None
         return EpochHandle(epoch, lr, merge, [counts, stats], merged)
 
     def read(self, handle, values):
@@ -81,20 +81,25 @@ class SyncStrategy(Strategy):
     def final_model(self):
         return self.state
 
+    def checkpoint_parts(self):
+        carry = self.carry()
+        return _checkpoint.snapshot(self.state, carry["velocity"],
+                                    carry["optimizer_states"])
+
     def carry(self):
         keep = self.setup.params["optimizer_state"]
         optims = None if keep == "reset" else (
             self.optims if keep == "keep" else self.optims[:1])
         return {"optimizer_states": optims, "velocity": self.velocity}
 
-    def _merge(self, counts):
+    def _merge(self, counts, stats):
         setup, p = self.setup, self.setup.params
         lifetimes = setup.lifetimes
         average_optims = p["optimizer_state"] == "average"
         replicas, replica_optims = self.states, self.optims
         merged, merged_optim = _train_tasks.submit_merge(
             replicas, replica_optims if average_optims else None, counts,
-            lifetimes)
+            lifetimes, stats, self.state)
         if p["outer_lr"] != 1.0 or p["outer_momentum"] != 0.0:
             averaged, velocity = merged, self.velocity
             merged, self.velocity = _train_tasks._outer_step(
@@ -104,8 +109,8 @@ class SyncStrategy(Strategy):
         # Global models are kept: early stopping may come back to one.
         self.state = lifetimes.keep(merged)
         self.states = [merged] * setup.n_workers
-        if setup.n_workers > 1:
-            lifetimes.release(replicas)
+        # Merged is a new future even for one replica (a check of it).
+        lifetimes.release(replicas)
         if average_optims:
             self.optims = [merged_optim] * setup.n_workers
             if setup.n_workers > 1:

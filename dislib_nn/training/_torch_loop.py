@@ -7,9 +7,12 @@ owes the runtime: choosing the device, sizing torch threads under
 COMPSs, seeding, returning CPU tensors, and timing itself.
 """
 
+import copy
 import time
 
 import torch
+
+from dislib_nn.training import _merge
 
 from dislib_nn.training._device import resolve_device, size_threads
 
@@ -37,10 +40,14 @@ class EpochSettings:
         ``"auto"``, ``"cpu"``, ``"cuda"``...
     optimizer_state : {"keep", "reset", "average"}
     output : OutputAdapter
+    retry : bool, default=False
+        Run the epoch once more from its starting state when the loss or
+        the trained state is not finite (``on_failure="retry"``).
     """
 
     def __init__(self, lr, batch_size, seed, shuffle_rows, device,
-                 optimizer_state, output):
+                 optimizer_state, output, retry=False):
+        self.retry = retry
         self.lr = lr
         self.batch_size = batch_size
         self.seed = seed
@@ -81,11 +88,36 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         batch length; ``compute_s``, the seconds this function took
         (building the model to returning it: what ``balance=True``
         measures throughput by); ``end_s``, the time it ended
-        (``time.time()``, to date epochs on every backend).
+        (``time.time()``, to date epochs on every backend); ``finite``,
+        whether the loss, the state and the optimizer state are finite
+        (a replica that is not is left out of the merge, and its
+        optimizer state is the one it started from); ``retried``, whether
+        the epoch was run twice (``settings.retry``).
     """
     started = time.perf_counter()
     size_threads()
     device = resolve_device(settings.device)
+    start_optim = copy.deepcopy(optim_state)
+    out = _attempt(components, state, optim_state, x_blocks, y_blocks,
+                   settings, device)
+    retried = False
+    if not out[-1] and settings.retry:
+        retried = True
+        out = _attempt(components, state, copy.deepcopy(start_optim),
+                       x_blocks, y_blocks, settings, device)
+    state, optim, n, loss_sum, finite = out
+    if not finite:
+        optim = start_optim if optim is not None else None
+    stats = {"loss_sum": loss_sum,
+             "compute_s": time.perf_counter() - started,
+             "end_s": time.time(), "finite": finite, "retried": retried}
+    return state, optim, n, stats
+
+
+def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
+             device):
+    """One run of the epoch: state, optimizer state, rows, loss sum and
+    whether all of them are finite."""
     torch.manual_seed(settings.seed)
     model = components.build_module()
     model.load_state_dict(state)
@@ -104,10 +136,9 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
     keep = settings.optimizer_state != "reset"
     state = to_cpu(model.state_dict())
     optim = to_cpu(optimizer.state_dict()) if keep else None
-    stats = {"loss_sum": loss_sum,
-             "compute_s": time.perf_counter() - started,
-             "end_s": time.time()}
-    return state, optim, n, stats
+    finite = _merge.is_finite(state, loss_sum) and (
+        optim is None or _merge.is_finite(optim["state"]))
+    return state, optim, n, loss_sum, finite
 
 
 def train_one_epoch(model, optimizer, criterion, x, y, batch_size,

@@ -74,7 +74,7 @@ def test_nothing_the_library_made_stays_with_compss(data_reports):
 
 @pytest.mark.parametrize("case", [
     "classifier/default", "classifier/average",
-    "regressor/default", "regressor/average"])
+    "regressor/default", "regressor/average", "regressor/checkpoint"])
 def test_fit_predict_score_under_compss_match_the_local_backend(
         fit_reports, case):
     local, compss = fit_reports

@@ -90,3 +90,27 @@ class SlowOddReplica(nn.Module):
             import time
             time.sleep(self.delay)
         return self.body(x)
+
+
+class NaNOnCalls(nn.Module):
+    """An MLP whose training forward returns NaN on chosen calls.
+
+    Calls are counted across processes in the file ``counter`` (one byte
+    per training forward): calls ``first`` to ``last`` (1-based) diverge.
+    """
+
+    def __init__(self, n_features_in=4, n_outputs=1, counter="", first=0,
+                 last=0):
+        super().__init__()
+        self.fc = nn.Linear(n_features_in, n_outputs)
+        self.counter, self.first, self.last = counter, first, last
+
+    def forward(self, x):
+        out = self.fc(x)
+        if self.training and self.counter:
+            with open(self.counter, "ab") as f:
+                f.write(b".")
+                call = f.tell()
+            if self.first <= call <= self.last:
+                return out * float("nan")
+        return out

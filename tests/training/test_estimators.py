@@ -303,8 +303,9 @@ def test_master_fetches_no_weights_during_fit(monkeypatch, strategy):
 def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
     calls = []
 
-    def fake_merge(models, counts, root):
+    def fake_merge(models, counts, stats, root, previous):
         assert None not in models and None not in counts
+        assert None not in stats and (previous == "p") == root
         calls.append(root)
         return ("merged", tuple(models))
 
@@ -314,8 +315,9 @@ def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
     class Lifetimes:
         release = staticmethod(deleted.append)
 
-    model, optim = _train_tasks.submit_merge(list("abcde"), None, [1] * 5,
-                                             Lifetimes())
+    model, optim = _train_tasks.submit_merge(
+        list("abcde"), None, [1] * 5, Lifetimes(), [{"finite": True}] * 5,
+        "p")
     # The three partial sums are released once consumed; leaves are not
     # the tree's to release.
     assert len(deleted) == 3 and not set("abcde") & set(deleted)

@@ -2,12 +2,13 @@
 
 Fits each estimator (both strategies) with the default settings, and with
 optimizer_state="average", validation and early stopping, on arrays and
-on ds-tensors; predicts and scores. Prints one JSON report: the final
+on ds-tensors, and with a checkpoint resumed; predicts and scores. Prints one JSON report: the final
 weights (summed per entry), predictions and scores, so that a run under
 the emulated ``runcompss`` can be compared with plain ``python``.
 """
 
 import json
+import tempfile
 
 import numpy as np
 import torch
@@ -84,6 +85,17 @@ def main():
                 est.fit(dnn.from_array(X, n_blocks=2),
                         dnn.from_array(y, n_blocks=2))
             report[f"{kind}/{name}"] = summary(est, X, y)
+    # Checkpoints: a 2-epoch fit, then resumed to 3 (the master fetches
+    # each merged epoch's copy; the optimizer states and the momentum
+    # buffer travel with it).
+    with tempfile.TemporaryDirectory() as directory:
+        for n_epochs, resume in ((2, False), (3, True)):
+            est = dnn.SyncEpochAveragingRegressor(
+                module=MLP, n_epochs=n_epochs, batch_size=16, n_workers=2,
+                random_state=0, optimizer__momentum=0.9, outer_momentum=0.5,
+                checkpoint_dir=directory)
+            est.fit(Xr, yr, resume=resume)
+        report["regressor/checkpoint"] = summary(est, Xr, yr)
     print(json.dumps(report))
 
 
