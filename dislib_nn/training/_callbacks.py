@@ -17,6 +17,9 @@ callback of its list, in order, at four points:
 ``on_fit_end(loop)``
     after the last epoch was read; may set ``loop.final_model`` to the
     future of the model the fit should keep.
+``waiting(loop, handle)``
+    a context manager the loop enters while it waits for the scalars of
+    ``handle``'s epoch (the printer's progress line on a terminal).
 
 Class attributes say what a callback needs from the loop:
 ``needs_current_epoch`` (the next epoch cannot be submitted before this
@@ -30,7 +33,11 @@ The ``loop`` object has the attributes ``estimator``, ``total`` (the
 epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
 """
 
+import contextlib
+import sys
+
 from dislib_nn.exceptions import DivergenceError
+from dislib_nn.training._progress import Ticker
 
 __all__ = ["Callback", "Divergence", "LearningRate", "History",
            "EarlyStopping", "Printer", "format_record"]
@@ -54,6 +61,11 @@ class Callback:
 
     def on_fit_end(self, loop):
         pass
+
+    def waiting(self, loop, handle):
+        """A context manager entered while the master waits for the
+        scalars of ``handle``'s epoch (a progress display, say)."""
+        return contextlib.nullcontext()
 
 
 class Divergence(Callback):
@@ -136,16 +148,28 @@ class EarlyStopping(Callback):
 
 class Printer(Callback):
     """With ``verbose``: a line naming the backend and the workers at the
-    start of ``fit``, then one line per epoch."""
+    start of ``fit``, then one line per epoch; on a terminal, a progress
+    line while the master waits for an epoch (see :mod:`._progress`)."""
 
-    def __init__(self, describe):
+    def __init__(self, describe, stream=None):
         self.describe = describe
+        self.stream = stream
+
+    def _out(self):
+        return self.stream if self.stream is not None else sys.stdout
 
     def on_fit_begin(self, loop):
-        print(self.describe, flush=True)
+        print(self.describe, file=self._out(), flush=True)
+
+    def waiting(self, loop, handle):
+        history = loop.estimator.history_
+        last = history[-1]["dur_s"] if history else None
+        return Ticker(self._out(), f"epoch {handle.epoch + 1:>3}/"
+                                   f"{loop.total}", last)
 
     def on_epoch_end(self, loop, record, handle):
-        print(format_record(record, loop.total), flush=True)
+        print(format_record(record, loop.total), file=self._out(),
+              flush=True)
         return False
 
 

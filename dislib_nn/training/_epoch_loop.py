@@ -11,6 +11,7 @@ counts, loss sums, task times, validation statistics), never weights,
 in one ``wait_on`` per epoch.
 """
 
+import contextlib
 import time
 
 from dislib_nn import runtime
@@ -85,7 +86,10 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
 
 def _read(loop, callbacks, clock, handle, valid):
     """Wait for one epoch's scalars (never weights); run the callbacks."""
-    scalars, valid_stats = runtime.wait_on(handle.scalars, valid)
+    with contextlib.ExitStack() as waiting:
+        for cb in callbacks:
+            waiting.enter_context(cb.waiting(loop, handle))
+        scalars, valid_stats = runtime.wait_on(handle.scalars, valid)
     fields = loop.strategy.read(handle, scalars)
     end = fields.pop("end_s")
     record = {"epoch": handle.epoch + 1,

@@ -114,7 +114,8 @@ _PARAMETERS = """
     random_state : int, RandomState instance or None, default=None
         Seeds the initial weights, the shuffles and dropout.
     verbose : int, default=0
-        Print one line per epoch when > 0.
+        Print one line per epoch when > 0 (and, on a terminal, a progress
+        line while an epoch runs, estimated from the last one).
     warm_start : bool, default=False
         ``fit`` continues from the current model instead of starting
         anew.
