@@ -36,7 +36,8 @@ __all__ = [
     "task", "constraint", "wait_on", "barrier", "delete_object",
     "IN", "INOUT", "COMMUTATIVE", "COLLECTION_IN", "COLLECTION_OUT",
     "Type", "Depth", "set_backend", "backend_name", "n_workers",
-    "shared_empty", "by_value", "blocks_share_memory", "uses_pycompss",
+    "shared_empty", "by_value", "started", "blocks_share_memory",
+    "uses_pycompss",
     "task_threads", "task_cuda_devices", "gpus_per_task",
 ]
 
@@ -126,9 +127,8 @@ def _make_engine():
         from dislib_nn.runtime._sequential import SequentialExecutor
         return Engine(lambda e: SequentialExecutor(e, _settings["threads"]),
                       "sequential")
-    from dislib_nn.runtime._local import LocalExecutor, default_workers
-    workers = _settings["n_workers"] or default_workers()
-    key = (workers, _settings["threads"], _settings["start_method"])
+    from dislib_nn.runtime._local import LocalExecutor
+    key = _local_key()
     if key not in _pools:
         _pools[key] = Engine(lambda e: LocalExecutor(e, *key), "local")
         atexit.register(_pools[key].shutdown)
@@ -251,6 +251,25 @@ def n_workers():
         return n_compss_workers()
     from dislib_nn.runtime._local import default_workers
     return default_workers()
+
+
+def _local_key():
+    """The configuration a local pool is kept under."""
+    from dislib_nn.runtime._local import default_workers
+    workers = _settings["n_workers"] or default_workers()
+    return (workers, _settings["threads"], _settings["start_method"])
+
+
+def started():
+    """Whether the backend runs a task without starting anything first.
+
+    False only for a local backend whose worker pool has not started yet
+    (it starts at the first task, in a few seconds).
+    """
+    if _BACKEND != "local":
+        return True
+    engine = _engine or _pools.get(_local_key())
+    return engine is not None and engine.executor.started
 
 
 def blocks_share_memory():

@@ -106,6 +106,11 @@ class LocalExecutor:
         self._idle.append(worker)
         return worker
 
+    @property
+    def started(self):
+        """Whether the worker processes were started."""
+        return self._receiver is not None
+
     # ---------------------------------------------------------- dispatch
     def dispatch(self, node):
         """Queue a ready node (the engine lock is held)."""

@@ -200,6 +200,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self
         """
         self._validate_params()
+        self._announce_start()
         checkpoint, path = self._checkpoint_to_resume(resume)
         continuing = checkpoint is None and self.warm_start \
             and self.__sklearn_is_fitted__()
@@ -262,6 +263,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
 
     def _partial_fit(self, X, y, classes=None):
         self._validate_params()
+        self._announce_start()
         first = not self.__sklearn_is_fitted__()
         saved = _FitState(self)
         try:
@@ -374,6 +376,13 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         if self.checkpoint_dir is not None:
             callbacks.append(_checkpoint.Checkpoint(self.checkpoint_dir))
         return callbacks
+
+    def _announce_start(self):
+        """With ``verbose``, say so before the first task starts a pool."""
+        if self.verbose and not runtime.started():
+            print(f"starting the {runtime.backend_name()} backend: "
+                  f"{runtime.n_workers()} worker processes (once per "
+                  f"session, a few seconds)...", flush=True)
 
     def _describe_fit(self):
         return (f"{type(self).__name__}: {self.n_workers_} workers, "

@@ -38,3 +38,21 @@ def test_a_log_file_gets_nothing():
 ])
 def test_the_line_estimates_from_the_last_epoch(elapsed, expected, shown):
     assert shown in Ticker(Terminal(), "epoch 2/5", expected).line(elapsed)
+
+
+def test_verbose_announces_the_pool_start_once():
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "scripts",
+                          "verbose_start.py")
+    env = dict(os.environ, DISLIB_NN_BACKEND="local", DISLIB_NN_WORKERS="2")
+    done = subprocess.run([sys.executable, script], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == ("starting the local backend: 2 worker processes "
+                        "(once per session, a few seconds)...")
+    assert sum("starting the" in line for line in lines) == 1
+    assert sum(line.startswith("SyncEpochAveragingClassifier: 2 workers, "
+                               "backend local") for line in lines) == 2
