@@ -36,8 +36,8 @@ __all__ = [
     "task", "constraint", "wait_on", "barrier", "delete_object",
     "IN", "INOUT", "COMMUTATIVE", "COLLECTION_IN", "COLLECTION_OUT",
     "Type", "Depth", "set_backend", "backend_name", "n_workers",
-    "shared_empty", "by_value", "started", "blocks_share_memory",
-    "uses_pycompss",
+    "shared_empty", "by_value", "started", "runs_at_submission",
+    "blocks_share_memory", "uses_pycompss",
     "task_threads", "task_cuda_devices", "gpus_per_task",
 ]
 
@@ -270,6 +270,12 @@ def started():
         return True
     engine = _engine or _pools.get(_local_key())
     return engine is not None and engine.executor.started
+
+
+def runs_at_submission():
+    """Whether a task has run by the time its call returns (sequential):
+    reading results later gains nothing there."""
+    return _BACKEND == "sequential"
 
 
 def blocks_share_memory():

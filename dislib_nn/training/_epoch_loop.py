@@ -71,7 +71,11 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
             valid = validation(handle.model)
         in_flight.append((handle, valid))
         # Asked every epoch: a strategy may read sooner at first.
-        lag = 0 if needs_current else strategy.scalar_lag
+        # On a backend that runs tasks at submission the epoch has run
+        # already: reading it now costs nothing, and a checkpoint of it is
+        # written before the next epoch runs.
+        lag = 0 if needs_current or runtime.runs_at_submission() \
+            else strategy.scalar_lag
         while in_flight and (len(in_flight) > lag or last):
             stop = _read(loop, callbacks, clock, *in_flight.pop(0)) or stop
         if stop:
