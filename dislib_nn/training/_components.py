@@ -156,11 +156,10 @@ def check_step(components, module, adapter, sample_shape, target_shape,
             try:
                 output = module(x)
             except Exception as exc:
-                exc.add_note(
-                    f"raised by the forward of module "
-                    f"{type(module).__name__} on one sample of shape "
-                    f"{tuple(sample_shape)} (the shape of X's rows), which "
-                    f"fit tries before any task runs")
+                _note(exc, f"raised by the forward of module "
+                           f"{type(module).__name__} on one sample of "
+                           f"shape {tuple(sample_shape)} (the shape of X's "
+                           f"rows), which fit tries before any task runs")
                 raise
             loss = criterion(adapter(output, criterion, target), target)
     finally:
@@ -199,9 +198,15 @@ def _build(role, spec, kwargs):
             f"{role} {_name(spec)} could not be built"
             f"{_describe(role, kwargs, first=True)}: {exc}") from exc
     except Exception as exc:
-        exc.add_note(f"raised while building {role} {_name(spec)}"
-                     f"{_describe(role, kwargs, first=True)}")
+        _note(exc, f"raised while building {role} {_name(spec)}"
+                   f"{_describe(role, kwargs, first=True)}")
         raise
+
+
+def _note(exc, text):
+    """``exc.add_note(text)`` where Python has it (3.11 and later)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(text)
 
 
 def _name(obj):
