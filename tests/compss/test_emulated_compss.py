@@ -22,11 +22,20 @@ pytestmark = needs_emulator
 @pytest.fixture(scope="module")
 def reports():
     """Every app, with python and under runcompss, all started at once."""
-    handles = {(app, how): start(app)
-               for app in ("data_app.py", "fit_app.py")
-               for how, start in (("python", start_python),
-                                  ("compss", start_compss))}
-    return {key: report(handle) for key, handle in handles.items()}
+    handles = {("data_app.py", "python"): start_python("data_app.py"),
+               ("data_app.py", "compss"): start_compss("data_app.py"),
+               ("fit_app.py", "python"): start_python("fit_app.py"),
+               # The emulator runs one task at a time: two applications
+               # side by side finish sooner than one doing both.
+               ("fit_app.py", "compss-sync"): start_compss("fit_app.py",
+                                                           "sync"),
+               ("fit_app.py", "compss-async"): start_compss("fit_app.py",
+                                                            "async")}
+    reports = {key: report(handle) for key, handle in handles.items()}
+    compss = reports.pop(("fit_app.py", "compss-sync"))
+    compss.update(reports.pop(("fit_app.py", "compss-async")))
+    reports["fit_app.py", "compss"] = compss
+    return reports
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ the emulated ``runcompss`` can be compared with plain ``python``.
 """
 
 import json
+import sys
 import tempfile
 
 import numpy as np
@@ -50,7 +51,21 @@ def summary(estimator, X, y):
             "ds_predict": estimator.predict(ds_x).collect()[:8].tolist()}
 
 
-def main():
+def resumed_fit(X, y):
+    """A 2-epoch fit with a checkpoint, then resumed to 3 (the master
+    fetches each merged epoch's copy; the optimizer states and the
+    momentum buffer travel with it)."""
+    with tempfile.TemporaryDirectory() as directory:
+        for n_epochs, resume in ((2, False), (3, True)):
+            est = dnn.SyncEpochAveragingRegressor(
+                module=MLP, n_epochs=n_epochs, batch_size=16, n_workers=2,
+                random_state=0, optimizer__momentum=0.9, outer_momentum=0.5,
+                checkpoint_dir=directory)
+            est.fit(X, y, resume=resume)
+        return summary(est, X, y)
+
+
+def main(parts):
     Xc, yc = make_classification(n_samples=120, n_features=6,
                                  n_informative=4, n_classes=3,
                                  random_state=0)
@@ -71,6 +86,8 @@ def main():
                                   yc),
              "async-regressor": (dnn.AsyncEpochAveragingRegressor, Xr, yr)}
     for kind, (Estimator, X, y) in kinds.items():
+        if ("async" if kind.startswith("async") else "sync") not in parts:
+            continue
         runs = dict(settings)
         if kind.startswith("async"):
             # Every epoch from the model with all of the previous epoch's
@@ -85,19 +102,12 @@ def main():
                 est.fit(dnn.from_array(X, n_blocks=2),
                         dnn.from_array(y, n_blocks=2))
             report[f"{kind}/{name}"] = summary(est, X, y)
-    # Checkpoints: a 2-epoch fit, then resumed to 3 (the master fetches
-    # each merged epoch's copy; the optimizer states and the momentum
-    # buffer travel with it).
-    with tempfile.TemporaryDirectory() as directory:
-        for n_epochs, resume in ((2, False), (3, True)):
-            est = dnn.SyncEpochAveragingRegressor(
-                module=MLP, n_epochs=n_epochs, batch_size=16, n_workers=2,
-                random_state=0, optimizer__momentum=0.9, outer_momentum=0.5,
-                checkpoint_dir=directory)
-            est.fit(Xr, yr, resume=resume)
-        report["regressor/checkpoint"] = summary(est, Xr, yr)
+    if "sync" in parts:
+        report["regressor/checkpoint"] = resumed_fit(Xr, yr)
     print(json.dumps(report))
 
 
 if __name__ == "__main__":
-    main()
+    # "sync", "async" or both (the default): the emulated runcompss runs
+    # them as two applications side by side.
+    main(sys.argv[1:] or ["sync", "async"])
