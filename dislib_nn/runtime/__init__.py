@@ -38,7 +38,8 @@ __all__ = [
     "Type", "Depth", "set_backend", "backend_name", "n_workers",
     "shared_empty", "by_value", "started", "runs_at_submission",
     "blocks_share_memory", "uses_pycompss",
-    "task_threads", "task_cuda_devices", "gpus_per_task",
+    "task_threads", "task_cuda_devices", "gpus_per_task", "CPU_TASK",
+    "GPU_TASK",
 ]
 
 _BACKENDS = ("local", "sequential", "compss")
@@ -308,6 +309,17 @@ def task_cuda_devices():
     with GPUs). The local backends do not assign GPUs: None.
     """
     return _compss_task.cuda_devices() if _BACKEND == "compss" else None
+
+
+# The resources a training task asks for, in the form COMPSs resolves
+# from the master's environment (ComputingUnits CPUs and
+# ComputingUnitsGPUs GPUs per task; see docs/hpc.md). The local backends
+# record them and ignore them.
+CPU_TASK = {"computing_units": "${ComputingUnits}"}
+GPU_TASK = {"processors": [
+    {"processorType": "CPU", "computingUnits": "${ComputingUnits}"},
+    {"processorType": "GPU", "computingUnits": "${ComputingUnitsGPUs}"},
+]}
 
 
 def gpus_per_task():

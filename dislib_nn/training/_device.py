@@ -1,8 +1,7 @@
 """Where a task trains: the device, and how many torch threads it uses.
 
 Two small functions that every task calls before touching torch; they
-ask the runtime what it gave the task (COMPSs's environment is read only
-inside :mod:`dislib_nn.runtime`).
+ask the runtime what it gave the task.
 """
 
 import os
@@ -17,11 +16,10 @@ __all__ = ["resolve_device", "size_threads"]
 def resolve_device(device):
     """The ``torch.device`` a task runs on.
 
-    ``"auto"`` takes a GPU the runtime gave the task: under COMPSs only a
-    task whose constraint was given GPUs uses one (the first of those),
-    whatever the node has; the local backends do not assign GPUs, so
-    there it is the first visible one. ``"cuda:k"`` under COMPSs is the
-    k-th GPU given to the task.
+    ``"auto"`` takes a GPU the runtime gave the task (the first of
+    those), whatever the node has; where the runtime assigns no GPUs
+    (``runtime.task_cuda_devices()`` is None) it is the first visible
+    one. ``"cuda:k"`` is then the k-th GPU given to the task.
     """
     if isinstance(device, torch.device):
         device = str(device)
@@ -40,8 +38,8 @@ def resolve_device(device):
         if k >= len(given):
             raise RuntimeError(
                 f"device={device!r} was asked for, but the runtime gave "
-                f"this task {len(given)} GPU(s). Ask for GPUs with "
-                f"ComputingUnitsGPUs (see docs/hpc.md), or use "
+                f"this task {len(given)} GPU(s). Ask the runtime for "
+                f"GPUs (see docs/hpc.md), or use "
                 f"device='auto' to run where the task is placed.")
         return torch.device("cuda", given[k])
     if not torch.cuda.is_available():
@@ -55,7 +53,7 @@ def resolve_device(device):
 
 
 def size_threads():
-    """Use as many torch threads as the runtime gave the task (COMPSs)."""
+    """Use as many torch threads as the runtime gave the task."""
     n = runtime.task_threads()
     if n is not None and torch.get_num_threads() != n:
         torch.set_num_threads(n)

@@ -1,15 +1,13 @@
 """The tasks of training: one epoch of one replica, and merges.
 
 Tasks are module-level functions that take and return plain data
-(state dicts of CPU tensors, numbers), as PyCOMPSs requires. The
+(state dicts of CPU tensors, numbers), as the runtime requires. The
 training task comes in two declarations with the same body, so that a
 site without GPUs never sees a GPU constraint:
 
-* ``_train_epoch`` asks for ``${ComputingUnits}`` CPUs;
-* ``_train_epoch_gpu`` asks for ``${ComputingUnits}`` CPUs and
-  ``${ComputingUnitsGPUs}`` GPUs, the form dislib uses; COMPSs resolves
-  the variables from the master's environment and sets
-  ``CUDA_VISIBLE_DEVICES`` and ``COMPSS_NUM_THREADS`` in the task.
+* ``_train_epoch`` asks the runtime for CPUs (``runtime.CPU_TASK``);
+* ``_train_epoch_gpu`` for CPUs and GPUs (``runtime.GPU_TASK``); which
+  ones it was given it learns from the runtime (``_device``).
 
 :func:`train_task_for` picks one from the ``device`` parameter. The local
 and sequential backends record the constraints and ignore them.
@@ -24,13 +22,9 @@ __all__ = ["train_task_for", "submit_merge"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 _PARTIAL = {"finite": True}
-_GPU_PROCESSORS = [
-    {"processorType": "CPU", "computingUnits": "${ComputingUnits}"},
-    {"processorType": "GPU", "computingUnits": "${ComputingUnitsGPUs}"},
-]
 
 
-@constraint(computing_units="${ComputingUnits}")
+@constraint(**runtime.CPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
 def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
                  settings):
@@ -39,11 +33,11 @@ def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
                           y_blocks, settings)
 
 
-@constraint(processors=_GPU_PROCESSORS)
+@constraint(**runtime.GPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
 def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
                      settings):
-    """``_train_epoch`` for tasks that COMPSs should give a GPU."""
+    """``_train_epoch`` for tasks the runtime should give a GPU."""
     return run_train_task(components, state, optim_state, x_blocks,
                           y_blocks, settings)
 
@@ -57,7 +51,7 @@ def _merge_pair(models, counts, stats, root, previous):
     the sample count of each raw state dict (ignored for weighted sums);
     ``stats`` the training task's statistics of each raw state dict,
     whose ``finite`` flag leaves a diverged replica out. Collections hold
-    no None: COMPSs serializes every element. At the root, when every
+    no None: the runtime serializes every element. At the root, when every
     replica diverged, the model is ``previous``.
     """
     total = _sum_models(models, counts, stats)
@@ -124,8 +118,8 @@ def train_task_for(device):
 
     ``"cpu"`` takes the CPU task; a CUDA device the GPU task; ``"auto"``
     the GPU task only where training tasks ask the runtime for GPUs
-    (under COMPSs, ``ComputingUnitsGPUs`` set to a positive number),
-    since on a CPU-only site a GPU constraint could never be met.
+    (``runtime.gpus_per_task()``), since on a CPU-only site a GPU
+    constraint could never be met.
     """
     device = str(device)
     if device.startswith("cuda"):
@@ -169,7 +163,7 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous):
                 if with_optims:
                     lifetimes.release(child[1])
         # A partial sum carries its weights inside; its count, 0, and
-        # stats are ignored (collections of COMPSs tasks hold no None).
+        # stats are ignored (task collections hold no None).
         return model, optim, 0, _PARTIAL, True
 
     model, optim, _, _, _ = _merge.tree_reduce(leaves, pair)
