@@ -21,6 +21,7 @@ __all__ = [
     "InvalidParameterError",
     "CheckpointMismatchError",
     "DivergenceError",
+    "TrainingTaskError",
     "ShapeError",
     "DtypeError",
     "DataFileError",
@@ -137,3 +138,15 @@ class DivergenceError(DislibNNError, FloatingPointError):
         super().__init__(message)
         self.epoch = epoch
         self.workers = list(workers)
+
+
+class TrainingTaskError(DislibNNError, RuntimeError):
+    """A worker's training of one epoch raised, and ``on_failure`` says to
+    stop (``"raise"``, or ``"retry"`` once ``max_retries`` reruns raised
+    too). The message names the epoch, the worker and the error, and
+    holds the worker's traceback."""
+
+    def __init__(self, message, epoch=None, worker=None):
+        super().__init__(message)
+        self.epoch = epoch
+        self.worker = worker

@@ -23,6 +23,7 @@ chains waits on the master; the master reads scalars only, up to
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
 from dislib_nn.training import _checkpoint, _stale_merge
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
+                                          measured_compute_s,
                                           training_fields)
 from dislib_nn.training._sync import merges_after
 
@@ -159,7 +160,7 @@ class AsyncStrategy(Strategy):
     def read(self, handle, values):
         counts, stats, records = values
         self.setup.data.throughput.observe(
-            counts, [s["compute_s"] for s in stats])
+            counts, measured_compute_s(stats))
         fields = training_fields(counts, stats)
         fields["merges"] = [
             {"worker": int(r["worker"]), "index": int(r["index"]),

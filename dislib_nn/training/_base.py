@@ -29,7 +29,7 @@ from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _param_validation as p
 from dislib_nn.training import _checkpoint, _persist, _seeds
-from dislib_nn.training._callbacks import (Divergence, EarlyStopping,
+from dislib_nn.training._callbacks import (EarlyStopping, FailurePolicy,
                                            History, LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords, check_step,
@@ -93,6 +93,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         "balance": [p.Boolean()],
         "checkpoint_dir": [p.NoneValue(), p.PathLike()],
         "on_failure": [p.Options("retry", "skip", "raise")],
+        "max_retries": [p.Interval(_INT, 0, None)],
     }
 
     def __init__(self, *, module=None, criterion=None,
@@ -103,7 +104,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", **kwargs):
+                 on_failure="retry", max_retries=2, **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -128,6 +129,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.balance = balance
         self.checkpoint_dir = checkpoint_dir
         self.on_failure = on_failure
+        self.max_retries = max_retries
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -344,7 +346,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
             dict(self._carried, optimizer_states=self.optimizer_states_),
             self.get_params(deep=False), self._output,
             [k for k, _ in self.module_.named_parameters()], lifetimes,
-            train_task_for(self.device))
+            train_task_for(self.device, self.on_failure))
         strategy = self._strategy_class(setup)
         final = run_epochs(self, strategy, self._callbacks(),
                            self.n_epochs_, self.n_epochs_ + n_epochs,
@@ -367,7 +369,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        callbacks = [Divergence(self.on_failure), LearningRate(schedule),
+        callbacks = [FailurePolicy(self.on_failure), LearningRate(schedule),
                      History()]
         if self.early_stopping:
             callbacks.append(EarlyStopping(self.patience))
@@ -532,7 +534,8 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_lag=1, staleness_exponent=0.5,
+                 on_failure="retry", max_retries=2, max_lag=1,
+                 staleness_exponent=0.5,
                  **kwargs):
         super().__init__(
             module=module, criterion=criterion, optimizer=optimizer, lr=lr,
@@ -545,6 +548,7 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
             validation_data=validation_data, early_stopping=early_stopping,
             patience=patience, device=device, random_state=random_state,
             verbose=verbose, warm_start=warm_start, balance=balance,
-            checkpoint_dir=checkpoint_dir, on_failure=on_failure, **kwargs)
+            checkpoint_dir=checkpoint_dir, on_failure=on_failure,
+            max_retries=max_retries, **kwargs)
         self.max_lag = max_lag
         self.staleness_exponent = staleness_exponent

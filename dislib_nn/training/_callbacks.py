@@ -35,11 +35,13 @@ epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
 
 import contextlib
 import sys
+import warnings
 
-from dislib_nn.exceptions import DivergenceError
+from dislib_nn.exceptions import (DivergenceError, TaskFailureWarning,
+                                  TrainingTaskError)
 from dislib_nn.training._progress import Ticker
 
-__all__ = ["Callback", "Divergence", "LearningRate", "History",
+__all__ = ["Callback", "FailurePolicy", "LearningRate", "History",
            "EarlyStopping", "Printer", "format_record"]
 
 
@@ -68,28 +70,60 @@ class Callback:
         return contextlib.nullcontext()
 
 
-class Divergence(Callback):
-    """Applies ``on_failure`` to the workers whose epoch diverged (a
-    non-finite loss or state, left out of the merge by the merge tasks):
-    ``"skip"`` lets ``history_`` record them under ``diverged``;
-    ``"raise"``, and ``"retry"`` once the task's second run diverged too,
-    raise :class:`~dislib_nn.exceptions.DivergenceError`."""
+class FailurePolicy(Callback):
+    """Applies ``on_failure`` on the master to what the training tasks
+    reported: workers whose training raised (after the task's reruns
+    under ``"retry"``) and workers whose epoch diverged (a non-finite
+    loss or state). The merges left both out already.
+
+    ``"skip"`` lets ``history_`` record them (``skipped``, ``diverged``)
+    and warns for each worker that raised, saying what it raised. The
+    others stop the fit: :class:`~dislib_nn.exceptions.TrainingTaskError`
+    for an epoch that raised, :class:`~dislib_nn.exceptions.DivergenceError`
+    for one that diverged (under ``"retry"``, after its rerun diverged
+    too).
+    """
 
     def __init__(self, on_failure):
         self.on_failure = on_failure
 
     def on_epoch_end(self, loop, record, handle):
+        epoch = record["epoch"]
+        errors = record.get("errors") or {}
+        if errors and self.on_failure != "skip":
+            worker, error = next(iter(errors.items()))
+            raise _training_error(self.on_failure, epoch, worker, error,
+                                  record["tracebacks"][worker],
+                                  worker in record["retried"])
+        for worker, error in errors.items():
+            warnings.warn(
+                f"Worker {worker}'s training in epoch {epoch} raised "
+                f"{error}; on_failure='skip' left its update out of the "
+                f"merge (history_ lists it under 'skipped').",
+                TaskFailureWarning, stacklevel=2)
         workers = record.get("diverged") or []
         if workers and self.on_failure != "skip":
             again = (" after a retry from its starting state"
-                     if self.on_failure == "retry" else "")
+                     if workers[0] in record["retried"] else "")
             raise DivergenceError(
-                f"Worker {workers[0]} diverged in epoch {record['epoch']}"
+                f"Worker {workers[0]} diverged in epoch {epoch}"
                 f"{again}: its loss or weights are not finite (workers "
                 f"{workers} diverged). Lower lr, or pass on_failure='skip' "
                 f"to drop a diverged worker's update and go on.",
-                epoch=record["epoch"], workers=workers)
+                epoch=epoch, workers=workers)
         return False
+
+
+def _training_error(on_failure, epoch, worker, error, remote_tb, retried):
+    again = " in every run (max_retries reruns)" if retried else ""
+    way_out = "on_failure='skip' drops a failed worker's update and goes on"
+    if on_failure == "retry":
+        way_out = f"a larger max_retries reruns it more; {way_out}"
+    return TrainingTaskError(
+        f"Worker {worker}'s training in epoch {epoch} raised {error}"
+        f"{again}; on_failure={on_failure!r} stops the fit. Fix the "
+        f"cause, or: {way_out}.\n\nThe worker's traceback:\n{remote_tb}",
+        epoch=epoch, worker=worker)
 
 
 class LearningRate(Callback):

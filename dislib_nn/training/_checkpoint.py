@@ -43,7 +43,7 @@ _FORMAT = 1
 #: parameters a resumed fit may change: they do not alter the epochs
 #: already run (n_epochs only says where the fit ends).
 FREE_PARAMS = ("n_epochs", "verbose", "warm_start", "checkpoint_dir",
-               "on_failure")
+               "on_failure", "max_retries")
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 

@@ -131,14 +131,21 @@ _PARAMETERS = """
         atomically; ``fit(X, y, resume=True)`` continues from it. See
         docs/estimators.md.
     on_failure : {{"retry", "skip", "raise"}}, default="retry"
-        What to do with a worker whose epoch diverged (NaN or infinite
-        loss, weights or optimizer state), which is never merged:
-        ``"retry"`` runs that epoch once more from its starting state,
-        then raises if it diverges again; ``"skip"`` drops its update
-        (the merge weights are renormalised over the others; when all
-        diverged the model stays as it was) and records it in
-        ``history_``; ``"raise"`` raises ``DivergenceError`` naming the
-        epoch and the worker.
+        What to do with a worker whose epoch raised or diverged (NaN or
+        infinite loss, weights or optimizer state; never merged).
+        ``"retry"`` runs that epoch again from its starting state with
+        the same seed: up to ``max_retries`` times when it raised, once
+        when it diverged, then raises. ``"skip"`` drops its update (the
+        merge weights are renormalised over the others; when none is
+        left the model stays as it was), warns, and records it in
+        ``history_``. ``"raise"`` raises at once: ``TrainingTaskError``
+        or ``DivergenceError``, naming the epoch and the worker. A task
+        whose worker process died is run again by the runtime under
+        ``"retry"`` and ``"skip"`` (not under ``"raise"``); see
+        docs/estimators.md.
+    max_retries : int, default=2
+        With ``on_failure="retry"``: how many more times an epoch that
+        raised runs before the fit stops.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
@@ -153,9 +160,10 @@ _PARAMETERS = """
         end of the previous epoch's last training task, or the start of
         ``fit``, to the end of this epoch's last training task),
         ``worker_samples`` and ``worker_compute_s`` (rows and seconds of
-        each worker's training task), ``diverged`` and ``retried`` (the
-        workers whose epoch diverged, or was run twice; see
-        ``on_failure``){merges}.
+        each worker's training task), ``diverged``, ``skipped`` and
+        ``retried`` (the workers whose epoch diverged, raised and was
+        dropped, or ran more than once; see ``on_failure``) and
+        ``errors`` (worker -> what its skipped epoch raised){merges}.
     n_epochs_ : int
         Epochs run, over all calls to ``fit`` and ``partial_fit`` since
         the model was created.

@@ -30,7 +30,8 @@ tasks; the estimator class names it in ``_strategy_class``.
 
 from dislib_nn.training._torch_loop import EpochSettings
 
-__all__ = ["FitSetup", "EpochHandle", "Strategy"]
+__all__ = ["FitSetup", "EpochHandle", "Strategy", "training_fields",
+           "measured_compute_s"]
 
 
 class FitSetup:
@@ -82,7 +83,7 @@ class FitSetup:
             seed=self.data.train_seed(epoch, worker),
             shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
             optimizer_state=p["optimizer_state"], output=self.output,
-            retry=p["on_failure"] == "retry")
+            on_failure=p["on_failure"], max_retries=p["max_retries"])
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""
@@ -153,15 +154,30 @@ def training_fields(counts, stats):
 
     ``counts`` and ``stats`` are the resolved third and fourth results of
     the epoch's training tasks, one per worker. ``train_loss`` is over the
-    replicas that did not diverge; ``diverged`` and ``retried`` list
-    workers.
+    replicas that were merged. ``diverged``, ``skipped`` and ``retried``
+    list workers: a replica that was not finite, one whose training
+    raised (``errors`` says what it raised, ``tracebacks`` where), one
+    whose epoch ran more than once. A policy other than ``"skip"`` stops
+    the fit on a raised epoch (the ``FailurePolicy`` callback).
     """
-    finite = [s["finite"] for s in stats]
-    total = sum(n for n, ok in zip(counts, finite) if ok)
-    loss = sum(s["loss_sum"] for s, ok in zip(stats, finite) if ok)
+    merged = [s["finite"] for s in stats]
+    total = sum(n for n, ok in zip(counts, merged) if ok)
+    loss = sum(s["loss_sum"] for s, ok in zip(stats, merged) if ok)
+    skipped = [w for w, s in enumerate(stats) if s["error"] is not None]
     return {"train_loss": float(loss / total) if total else float("nan"),
-            "diverged": [w for w, s in enumerate(stats) if not s["finite"]],
-            "retried": [w for w, s in enumerate(stats) if s["retried"]],
+            "diverged": [w for w, s in enumerate(stats)
+                         if not s["finite"] and s["error"] is None],
+            "skipped": skipped,
+            "errors": {w: stats[w]["error"] for w in skipped},
+            "tracebacks": {w: stats[w]["traceback"] for w in skipped},
+            "retried": [w for w, s in enumerate(stats) if s["runs"] > 1],
             "worker_samples": [int(n) for n in counts],
             "worker_compute_s": [float(s["compute_s"]) for s in stats],
             "end_s": max(float(s["end_s"]) for s in stats)}
+
+
+def measured_compute_s(stats):
+    """Each task's compute time for ``balance``, None for a skipped one
+    (its time says nothing about the worker's speed)."""
+    return [None if s["error"] is not None else s["compute_s"]
+            for s in stats]

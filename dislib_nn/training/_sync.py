@@ -13,6 +13,7 @@ weights.
 
 from dislib_nn.training import _checkpoint, _train_tasks
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
+                                          measured_compute_s,
                                           training_fields)
 
 __all__ = ["SyncStrategy", "merges_after"]
@@ -75,7 +76,7 @@ class SyncStrategy(Strategy):
     def read(self, handle, values):
         counts, stats = values
         self.setup.data.throughput.observe(
-            counts, [s["compute_s"] for s in stats])
+            counts, measured_compute_s(stats))
         return training_fields(counts, stats)
 
     def final_model(self):

@@ -9,6 +9,7 @@ COMPSs, seeding, returning CPU tensors, and timing itself.
 
 import copy
 import time
+import traceback
 
 import torch
 
@@ -40,14 +41,17 @@ class EpochSettings:
         ``"auto"``, ``"cpu"``, ``"cuda"``...
     optimizer_state : {"keep", "reset", "average"}
     output : OutputAdapter
-    retry : bool, default=False
-        Run the epoch once more from its starting state when the loss or
-        the trained state is not finite (``on_failure="retry"``).
+    on_failure : {"retry", "skip", "raise"}, default="raise"
+        With ``"retry"`` an epoch that raises or diverges runs again (see
+        :func:`run_train_task`); the master applies the rest.
+    max_retries : int, default=0
+        With ``"retry"``: how many times an epoch that raised runs again.
     """
 
     def __init__(self, lr, batch_size, seed, shuffle_rows, device,
-                 optimizer_state, output, retry=False):
-        self.retry = retry
+                 optimizer_state, output, on_failure="raise", max_retries=0):
+        self.on_failure = on_failure
+        self.max_retries = max_retries
         self.lr = lr
         self.batch_size = batch_size
         self.seed = seed
@@ -72,7 +76,18 @@ def to_cpu(obj):
 
 def run_train_task(components, state, optim_state, x_blocks, y_blocks,
                    settings):
-    """Train one replica for one epoch on its blocks.
+    """Train one replica for one epoch on its blocks, under its policy.
+
+    With ``settings.on_failure="retry"``, an epoch that raises runs again
+    from its starting state, with the same seed, up to
+    ``settings.max_retries`` times, and one that diverges (a loss, a
+    weight or an optimizer state that is not finite) runs again once.
+    An epoch that still raises returns its starting state flagged with
+    the error, so that the merges leave it out and the master applies
+    the policy when it reads the epoch (``"skip"`` goes on, the others
+    stop the fit naming the worker). The task itself does not fail: the
+    runtime reruns a task only when its execution failed (a worker that
+    died), never for an error the policy already dealt with.
 
     Returns
     -------
@@ -91,27 +106,60 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         (``time.time()``, to date epochs on every backend); ``finite``,
         whether the loss, the state and the optimizer state are finite
         (a replica that is not is left out of the merge, and its
-        optimizer state is the one it started from); ``retried``, whether
-        the epoch was run twice (``settings.retry``).
+        optimizer state is the one it started from); ``runs``, how many
+        times the epoch ran; ``error`` and ``traceback``, what the last
+        run raised (``"Type: message"`` and the formatted traceback)
+        when it raised, else None.
     """
     started = time.perf_counter()
     size_threads()
     device = resolve_device(settings.device)
     start_optim = copy.deepcopy(optim_state)
-    out = _attempt(components, state, optim_state, x_blocks, y_blocks,
-                   settings, device)
-    retried = False
-    if not out[-1] and settings.retry:
-        retried = True
-        out = _attempt(components, state, copy.deepcopy(start_optim),
-                       x_blocks, y_blocks, settings, device)
+
+    def attempt(runs):
+        optim = optim_state if runs == 1 else copy.deepcopy(start_optim)
+        return _attempt(components, state, optim, x_blocks, y_blocks,
+                        settings, device)
+
+    out, error, runs = _run_under_policy(attempt, settings)
+    if error is not None:
+        rows = sum(len(b) for b in x_blocks)
+        out = (state, start_optim, rows, 0.0, False)
     state, optim, n, loss_sum, finite = out
     if not finite:
         optim = start_optim if optim is not None else None
     stats = {"loss_sum": loss_sum,
              "compute_s": time.perf_counter() - started,
-             "end_s": time.time(), "finite": finite, "retried": retried}
+             "end_s": time.time(), "finite": finite, "runs": runs,
+             "error": None, "traceback": None}
+    if error is not None:
+        stats["error"] = f"{type(error).__name__}: {error}"
+        stats["traceback"] = "".join(traceback.format_exception(
+            type(error), error, error.__traceback__))
     return state, optim, n, stats
+
+
+def _run_under_policy(attempt, settings):
+    """Run ``attempt(runs)`` until the policy is satisfied.
+
+    Returns its last result (None when it raised), the exception of the
+    last run (None when it returned) and the number of runs.
+    """
+    retries = settings.max_retries if settings.on_failure == "retry" else 0
+    diverged_before = False
+    runs = 0
+    while True:
+        runs += 1
+        try:
+            out = attempt(runs)
+        except Exception as exc:  # noqa: BLE001 - the policy decides
+            if runs <= retries:
+                continue
+            return None, exc, runs
+        finite = out[-1]
+        if finite or diverged_before or runs > retries:
+            return out, None, runs
+        diverged_before = True      # a diverged epoch runs again once
 
 
 def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,

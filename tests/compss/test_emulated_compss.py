@@ -101,6 +101,22 @@ def test_fit_predict_score_under_compss_match_the_local_backend(
     assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
 
 
+@pytest.mark.parametrize("policy", ["retry", "skip"])
+def test_a_raising_worker_follows_on_failure_under_compss(fit_reports,
+                                                          policy):
+    local, compss = fit_reports
+    got, expected = compss[f"regressor/{policy}"], local[f"regressor/{policy}"]
+    # The training task deals with the error itself: COMPSs sees a task
+    # that succeeded, and the fit goes on as on the local backend.
+    assert got["retried"] == expected["retried"]
+    assert got["skipped"] == expected["skipped"]
+    done = got["retried"] if policy == "retry" else got["skipped"]
+    assert any(done), got
+    for key, value in expected["weights"].items():
+        assert got["weights"][key] == pytest.approx(value, rel=1e-5,
+                                                    abs=1e-5), key
+
+
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
 @pytest.mark.parametrize("setting", ["default", "average"])
 def test_asynchronous_fit_predict_score_run_under_compss(fit_reports, kind,

@@ -1,5 +1,8 @@
 """Modules the training tests use (module level: workers import them)."""
 
+import os
+import signal
+
 import torch
 from torch import nn
 
@@ -92,6 +95,13 @@ class SlowOddReplica(nn.Module):
         return self.body(x)
 
 
+def _next_call(counter):
+    """Count one training forward in the file ``counter``; its number."""
+    with open(counter, "ab") as f:
+        f.write(b".")
+        return f.tell()
+
+
 class NaNOnCalls(nn.Module):
     """An MLP whose training forward returns NaN on chosen calls.
 
@@ -108,9 +118,31 @@ class NaNOnCalls(nn.Module):
     def forward(self, x):
         out = self.fc(x)
         if self.training and self.counter:
-            with open(self.counter, "ab") as f:
-                f.write(b".")
-                call = f.tell()
-            if self.first <= call <= self.last:
+            if self.first <= _next_call(self.counter) <= self.last:
                 return out * float("nan")
         return out
+
+
+class FaultOnCalls(nn.Module):
+    """A linear model whose training forward fails on chosen calls.
+
+    Calls are counted as in :class:`NaNOnCalls`. On calls ``first`` to
+    ``last`` it raises ``RuntimeError`` (``fault="raise"``) or kills its
+    own process with SIGKILL (``fault="kill"``: local backend only).
+    """
+
+    def __init__(self, n_features_in=4, n_outputs=1, counter="", first=0,
+                 last=0, fault="raise"):
+        super().__init__()
+        self.fc = nn.Linear(n_features_in, n_outputs)
+        self.counter, self.first, self.last = counter, first, last
+        self.fault = fault
+
+    def forward(self, x):
+        if self.training and self.counter:
+            call = _next_call(self.counter)
+            if self.first <= call <= self.last:
+                if self.fault == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError(f"injected fault on call {call}")
+        return self.fc(x)

@@ -521,6 +521,19 @@ def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch):
     assert {p["processorType"] for p in gpu} == {"CPU", "GPU"}
 
 
+def test_on_failure_raise_declares_a_training_task_never_rerun():
+    tasks = _train_tasks
+    assert tasks.train_task_for("cpu", "raise") is tasks._train_epoch_once
+    assert tasks.train_task_for("cuda", "raise") is \
+        tasks._train_epoch_gpu_once
+    assert tasks.train_task_for("cpu", "skip") is tasks._train_epoch
+    assert tasks._train_epoch_once.spec.on_failure == "FAIL"
+    assert tasks._train_epoch_gpu_once.spec.on_failure == "FAIL"
+    assert tasks._train_epoch.spec.on_failure == "RETRY"
+    assert tasks._train_epoch_gpu_once.constraints == \
+        tasks._train_epoch_gpu.constraints
+
+
 def test_predict_checks_the_number_of_features():
     X, y = _classification()
     clf = _clf().fit(X, y)

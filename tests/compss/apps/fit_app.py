@@ -2,12 +2,15 @@
 
 Fits each estimator (both strategies) with the default settings, and with
 optimizer_state="average", validation and early stopping, on arrays and
-on ds-tensors, and with a checkpoint resumed; predicts and scores. Prints one JSON report: the final
-weights (summed per entry), predictions and scores, so that a run under
-the emulated ``runcompss`` can be compared with plain ``python``.
+on ds-tensors, with a checkpoint resumed, and with a training forward
+that raises under on_failure="retry" and "skip"; predicts and scores.
+Prints one JSON report: the final weights (summed per entry),
+predictions and scores, so that a run under the emulated ``runcompss``
+can be compared with plain ``python``.
 """
 
 import json
+import os
 import sys
 import tempfile
 
@@ -32,6 +35,29 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+MARKER = 7.25
+
+
+class FaultyMLP(MLP):
+    """Raises in a training forward whose batch holds the marker row: every
+    time (``once=""``), or the first time only (``once`` names the flag
+    file that records it). The worker that gets the row depends on the
+    seed only, so both backends see the same faults."""
+
+    def __init__(self, n_features_in, n_outputs=None, n_classes=None,
+                 once=""):
+        super().__init__(n_features_in, n_outputs, n_classes)
+        self.once = once
+
+    def forward(self, x):
+        if self.training and bool((x[:, 0] == MARKER).any()):
+            if not self.once or not os.path.exists(self.once):
+                if self.once:
+                    open(self.once, "w").close()
+                raise ValueError("a corrupt row")
+        return super().forward(x)
 
 
 def weights(estimator):
@@ -63,6 +89,27 @@ def resumed_fit(X, y):
                 checkpoint_dir=directory)
             est.fit(X, y, resume=resume)
         return summary(est, X, y)
+
+
+def faulty_fits(X, y):
+    """A fit whose worker raises once (``"retry"`` reruns that epoch) and
+    one whose worker raises in every epoch (``"skip"`` drops it)."""
+    X = X.copy()
+    X[5, 0] = MARKER
+    out = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for policy, once in (("retry", os.path.join(directory, "once")),
+                             ("skip", "")):
+            est = dnn.SyncEpochAveragingRegressor(
+                module=FaultyMLP, module__once=once, n_epochs=2,
+                batch_size=16, n_workers=2, random_state=0,
+                on_failure=policy)
+            est.fit(X, y)
+            out[f"regressor/{policy}"] = {
+                "weights": weights(est),
+                "retried": [h["retried"] for h in est.history_],
+                "skipped": [h["skipped"] for h in est.history_]}
+    return out
 
 
 def main(parts):
@@ -104,6 +151,7 @@ def main(parts):
             report[f"{kind}/{name}"] = summary(est, X, y)
     if "sync" in parts:
         report["regressor/checkpoint"] = resumed_fit(Xr, yr)
+        report.update(faulty_fits(Xr, yr))
     print(json.dumps(report))
 
 
