@@ -14,19 +14,19 @@ table, then climbs a ladder of small steps that subclasses may override:
     (:mod:`._epoch_loop`), then fetch the model (:meth:`_finish`).
 
 What differs between classifiers and regressors is in ``_targets``
-(:mod:`._targets`); predictions and scores are in :mod:`._predict`.
+(:mod:`._targets`); predictions and scores are in :mod:`._predict`;
+resuming from a checkpoint in :mod:`._checkpoint`; what a failed fit
+puts back in :mod:`._fit_state`; saving and loading in :mod:`._persist`.
 """
 
 import numbers
-import os
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import InvalidParameterError, ShapeError
+from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
 from dislib_nn.training import _checkpoint, _persist, _seeds
 from dislib_nn.training._callbacks import (EarlyStopping, FailurePolicy,
@@ -35,10 +35,12 @@ from dislib_nn.training._components import (PREFIXES, Components,
                                             check_keywords, check_step,
                                             first_float_dtype,
                                             inferable_arguments,
-                                            split_prefixed)
+                                            materialize, split_prefixed)
 from dislib_nn.training._dealing import SHUFFLE_MODES, EpochData
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
+from dislib_nn.training._fit_state import FitState
+from dislib_nn.training._input_checks import check_rows
 from dislib_nn.training._lifetimes import Lifetimes
 from dislib_nn.training._predict import PredictMixin
 from dislib_nn.training._schedule import LRSchedule
@@ -203,13 +205,13 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         """
         self._validate_params()
         self._announce_start()
-        checkpoint, path = self._checkpoint_to_resume(resume)
+        checkpoint, path = _checkpoint.to_resume(self, resume)
         continuing = checkpoint is None and self.warm_start \
             and self.__sklearn_is_fitted__()
-        saved = _FitState(self)
+        saved = FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
-            _check_rows(self, checked["X"])
+            check_rows(self, checked["X"])
             n_epochs = self.n_epochs
             if not continuing:
                 self._initialize(checked, checkpoint and checkpoint["seed"])
@@ -219,7 +221,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
             self._check_step(data)
             if checkpoint is not None:
                 _checkpoint.check_workers(self, checkpoint, path)
-                self._restore(checkpoint)
+                _checkpoint.restore(self, checkpoint)
                 n_epochs = self.n_epochs - self.n_epochs_
             if n_epochs > 0:
                 self._fit_epochs(data, n_epochs)
@@ -230,35 +232,6 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
             raise
         return self
 
-    def _checkpoint_to_resume(self, resume):
-        """The checkpoint ``fit(resume=True)`` continues (or None) and its
-        path; checked against the parameters before any task runs."""
-        name = type(self).__name__
-        if not isinstance(resume, (bool, np.bool_)):
-            raise InvalidParameterError(
-                f"The 'resume' argument of {name}.fit must be an instance "
-                f"of 'bool'. Got {resume!r} instead.")
-        if not resume:
-            return None, None
-        if self.checkpoint_dir is None:
-            raise InvalidParameterError(
-                f"{name}.fit(resume=True) needs checkpoint_dir, the "
-                f"directory to resume from. Got checkpoint_dir=None.")
-        checkpoint = _checkpoint.load(self.checkpoint_dir)
-        path = os.path.join(os.fspath(self.checkpoint_dir),
-                            _checkpoint.FILE_NAME)
-        if checkpoint is not None:
-            _checkpoint.check_params(self, checkpoint, path)
-        return checkpoint, path
-
-    def _restore(self, checkpoint):
-        """Continue from a checkpoint (the model is built already)."""
-        self.module_.load_state_dict(checkpoint["model"])
-        self.history_ = list(checkpoint["history_"])
-        self.n_epochs_ = int(checkpoint["n_epochs_"])
-        self.optimizer_states_ = checkpoint["optimizer_states"]
-        self._carried = {"velocity": checkpoint["velocity"]}
-
     def partial_fit(self, X, y):
         """Train for one more epoch, from the current model if fitted."""
         return self._partial_fit(X, y)
@@ -267,7 +240,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self._validate_params()
         self._announce_start()
         first = not self.__sklearn_is_fitted__()
-        saved = _FitState(self)
+        saved = FitState(self)
         try:
             checked = self._check_fit_data(X, y, reset=first,
                                            classes=classes)
@@ -312,7 +285,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_seeds.seed_for(self._seed, _seeds.MODEL_INIT))
             module = self._components(self._inferred).build_module()
-            _materialize(module, self._sample_shape)
+            materialize(module, self._sample_shape)
         self.module_ = module.cpu()
         self.history_ = []
         self.n_epochs_ = 0
@@ -438,7 +411,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                     if k in names}
         with torch.random.fork_rng(devices=[]):
             module = self._components(inferred).build_module()
-            _materialize(module, sample_shape)
+            materialize(module, sample_shape)
         return module
 
     def _forget_fit(self):
@@ -446,60 +419,6 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         for name in ("module_", "history_", "n_epochs_", "classes_",
                      "n_features_in_", "n_workers_", "optimizer_states_"):
             self.__dict__.pop(name, None)
-
-
-def _check_rows(est, X):
-    """``fit`` needs two samples, and a row for each worker asked for."""
-    rows = X.shape[0]
-    name = type(est).__name__
-    if rows < 2:
-        what = "1 row (one sample)" if rows == 1 else f"{rows} rows"
-        raise ShapeError(
-            f"{name}.fit needs at least 2 samples. Got X with {what}.")
-    if est.n_workers is not None and est.n_workers > rows:
-        raise InvalidParameterError(
-            f"The 'n_workers' parameter of {name} must be at most the "
-            f"number of samples of X ({rows}): each worker trains on rows "
-            f"of its own. Got {est.n_workers} instead.")
-
-
-class _FitState:
-    """What an estimator holds before ``fit``, to put back if it fails.
-
-    A failed or interrupted fit (KeyboardInterrupt included) leaves the
-    estimator as it was: unfitted after a first fit, with its earlier
-    model, history and optimizer states after a warm start or
-    ``partial_fit``.
-    """
-
-    def __init__(self, est):
-        self.est = est
-        self.attributes = dict(vars(est))
-        history = self.attributes.get("history_")
-        self.history = list(history) if history is not None else None
-        module = self.attributes.get("module_")
-        self.weights = None if module is None else {
-            k: v.detach().clone() for k, v in module.state_dict().items()}
-
-    def restore(self):
-        vars(self.est).clear()
-        vars(self.est).update(self.attributes)
-        if self.history is not None:
-            self.est.history_[:] = self.history
-        if self.weights is not None:
-            self.est.module_.load_state_dict(self.weights)
-
-
-def _materialize(module, sample_shape):
-    """Run one forward pass when the module has lazy layers to shape."""
-    if not any(isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
-               for t in list(module.parameters()) + list(module.buffers())):
-        return
-    training = module.training
-    module.eval()
-    with torch.no_grad():
-        module(torch.zeros((1,) + tuple(sample_shape)))
-    module.train(training)
 
 
 def _shuffle(x, y, seed):

@@ -30,12 +30,14 @@ import numpy as np
 import torch
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import CheckpointMismatchError
+from dislib_nn.exceptions import (CheckpointMismatchError,
+                                  InvalidParameterError)
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training._callbacks import Callback
 
 __all__ = ["FILE_NAME", "Checkpoint", "snapshot", "write", "load",
-           "check_params", "check_model", "check_workers", "describe"]
+           "check_params", "check_model", "check_workers", "describe",
+           "to_resume", "restore"]
 
 FILE_NAME = "checkpoint.pt"
 _TEMP_PREFIX = ".checkpoint-"
@@ -133,6 +135,36 @@ def load(directory):
         raise CheckpointMismatchError(
             f"{path} is not a dislib_nn checkpoint of format {_FORMAT}.")
     return payload
+
+
+def to_resume(estimator, resume):
+    """The checkpoint ``fit(resume=True)`` continues (or None) and its
+    path; checked against the parameters before any task runs."""
+    name = type(estimator).__name__
+    if not isinstance(resume, (bool, np.bool_)):
+        raise InvalidParameterError(
+            f"The 'resume' argument of {name}.fit must be an instance "
+            f"of 'bool'. Got {resume!r} instead.")
+    if not resume:
+        return None, None
+    if estimator.checkpoint_dir is None:
+        raise InvalidParameterError(
+            f"{name}.fit(resume=True) needs checkpoint_dir, the "
+            f"directory to resume from. Got checkpoint_dir=None.")
+    checkpoint = load(estimator.checkpoint_dir)
+    path = os.path.join(os.fspath(estimator.checkpoint_dir), FILE_NAME)
+    if checkpoint is not None:
+        check_params(estimator, checkpoint, path)
+    return checkpoint, path
+
+
+def restore(estimator, checkpoint):
+    """Continue from a checkpoint (the estimator's model is built)."""
+    estimator.module_.load_state_dict(checkpoint["model"])
+    estimator.history_ = list(checkpoint["history_"])
+    estimator.n_epochs_ = int(checkpoint["n_epochs_"])
+    estimator.optimizer_states_ = checkpoint["optimizer_states"]
+    estimator._carried = {"velocity": checkpoint["velocity"]}
 
 
 def check_params(estimator, checkpoint, path):

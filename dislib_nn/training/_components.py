@@ -173,6 +173,18 @@ def check_step(components, module, adapter, sample_shape, target_shape,
             f"a batch of one sample; reduce it (reduction='mean').")
 
 
+def materialize(module, sample_shape):
+    """Run one forward pass when the module has lazy layers to shape."""
+    if not any(isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
+               for t in list(module.parameters()) + list(module.buffers())):
+        return
+    training = module.training
+    module.eval()
+    with torch.no_grad():
+        module(torch.zeros((1,) + tuple(sample_shape)))
+    module.train(training)
+
+
 def first_float_dtype(module):
     """The dtype of the module's first floating-point parameter or buffer."""
     for tensor in list(module.parameters()) + list(module.buffers()):

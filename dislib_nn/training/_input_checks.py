@@ -13,12 +13,13 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_array
 
-from dislib_nn.exceptions import ShapeError
+from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import wait_on
 from dislib_nn.training import _data_tasks
 
 __all__ = ["is_ds_tensor", "is_ds_array", "check_x", "check_y",
-           "check_lengths", "check_finite_blocks", "as_ds_tensor"]
+           "check_lengths", "check_rows", "check_finite_blocks",
+           "as_ds_tensor"]
 
 _FINITE = ("ensure_all_finite" if "ensure_all_finite"
            in inspect.signature(check_array).parameters
@@ -87,6 +88,21 @@ def check_lengths(X, y, x_name="X", y_name="y"):
         raise ShapeError(
             f"{x_name} and {y_name} must have the same number of samples. "
             f"Got {x_name} with {nx} and {y_name} with {ny}.")
+
+
+def check_rows(est, X):
+    """``fit`` needs two samples, and a row for each worker asked for."""
+    rows = X.shape[0]
+    name = type(est).__name__
+    if rows < 2:
+        what = "1 row (one sample)" if rows == 1 else f"{rows} rows"
+        raise ShapeError(
+            f"{name}.fit needs at least 2 samples. Got X with {what}.")
+    if est.n_workers is not None and est.n_workers > rows:
+        raise InvalidParameterError(
+            f"The 'n_workers' parameter of {name} must be at most the "
+            f"number of samples of X ({rows}): each worker trains on rows "
+            f"of its own. Got {est.n_workers} instead.")
 
 
 def check_finite_blocks(ds, name):
