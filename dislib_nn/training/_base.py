@@ -342,8 +342,8 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        callbacks = [FailurePolicy(self.on_failure), LearningRate(schedule),
-                     History()]
+        callbacks = [FailurePolicy(self.on_failure, self.max_retries),
+                     LearningRate(schedule), History()]
         if self.early_stopping:
             callbacks.append(EarlyStopping(self.patience))
         if self.verbose:

@@ -35,8 +35,8 @@ epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
 
 import contextlib
 import sys
-import warnings
 
+from dislib_nn._user_warning import warn_user
 from dislib_nn.exceptions import (DivergenceError, TaskFailureWarning,
                                   TrainingTaskError)
 from dislib_nn.training._progress import Ticker
@@ -84,23 +84,25 @@ class FailurePolicy(Callback):
     too).
     """
 
-    def __init__(self, on_failure):
+    def __init__(self, on_failure, max_retries=0):
         self.on_failure = on_failure
+        self.max_retries = max_retries
 
     def on_epoch_end(self, loop, record, handle):
         epoch = record["epoch"]
         errors = record.get("errors") or {}
         if errors and self.on_failure != "skip":
             worker, error = next(iter(errors.items()))
+            runs = 1 + (self.max_retries if worker in record["retried"]
+                        else 0)
             raise _training_error(self.on_failure, epoch, worker, error,
-                                  record["tracebacks"][worker],
-                                  worker in record["retried"])
+                                  record["tracebacks"][worker], runs)
         for worker, error in errors.items():
-            warnings.warn(
+            warn_user(
                 f"Worker {worker}'s training in epoch {epoch} raised "
                 f"{error}; on_failure='skip' left its update out of the "
                 f"merge (history_ lists it under 'skipped').",
-                TaskFailureWarning, stacklevel=2)
+                TaskFailureWarning)
         workers = record.get("diverged") or []
         if workers and self.on_failure != "skip":
             again = (" after a retry from its starting state"
@@ -114,8 +116,8 @@ class FailurePolicy(Callback):
         return False
 
 
-def _training_error(on_failure, epoch, worker, error, remote_tb, retried):
-    again = " in every run (max_retries reruns)" if retried else ""
+def _training_error(on_failure, epoch, worker, error, remote_tb, runs):
+    again = f" in each of its {runs} runs" if runs > 1 else ""
     way_out = "on_failure='skip' drops a failed worker's update and goes on"
     if on_failure == "retry":
         way_out = f"a larger max_retries reruns it more; {way_out}"

@@ -8,6 +8,7 @@ COMPSs, seeding, returning CPU tensors, and timing itself.
 """
 
 import copy
+import os
 import time
 import traceback
 
@@ -134,8 +135,7 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
              "error": None, "traceback": None}
     if error is not None:
         stats["error"] = f"{type(error).__name__}: {error}"
-        stats["traceback"] = "".join(traceback.format_exception(
-            type(error), error, error.__traceback__))
+        stats["traceback"] = _user_traceback(error)
     return state, optim, n, stats
 
 
@@ -160,6 +160,16 @@ def _run_under_policy(attempt, settings):
         if finite or diverged_before or runs > retries:
             return out, None, runs
         diverged_before = True      # a diverged epoch runs again once
+
+
+def _user_traceback(exc):
+    """The traceback of ``exc`` from the first frame outside dislib_nn's
+    training loop: where the user's module or criterion raised."""
+    tb, ours = exc.__traceback__, os.path.dirname(os.path.abspath(__file__))
+    while tb.tb_next is not None and os.path.dirname(
+            os.path.abspath(tb.tb_frame.f_code.co_filename)) == ours:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,

@@ -90,7 +90,8 @@ def test_retry_stops_after_max_retries_naming_epoch_and_worker(
     with pytest.raises(TrainingTaskError,
                        match=r"(?s)Worker 1's training in epoch 1 raised "
                              r"RuntimeError: injected fault on call 7 in "
-                             r"every run.*on_failure='retry' stops the fit"
+                             r"each of its 2 runs; on_failure='retry' stops "
+                             r"the fit"
                              r".*larger max_retries.*traceback.*forward"):
         est.fit(*_data())
     assert not hasattr(est, "module_")
@@ -125,8 +126,11 @@ def test_skip_drops_the_failed_update_and_renormalises(sequential,
     with pytest.warns(TaskFailureWarning,
                       match=r"Worker 1's training in epoch 1 raised "
                             r"RuntimeError: injected fault on call 6; "
-                            r"on_failure='skip' left its update out"):
+                            r"on_failure='skip' left its update out") as seen:
         est.fit(*_data())
+    # The warning points at the user's fit(...) line.
+    assert {w.filename for w in seen
+            if issubclass(w.category, TaskFailureWarning)} == {__file__}
     assert [r["skipped"] for r in est.history_] == [[1], []]
     assert est.history_[0]["errors"] == {
         1: "RuntimeError: injected fault on call 6"}
