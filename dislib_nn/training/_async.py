@@ -91,7 +91,8 @@ class AsyncStrategy(Strategy):
             setup.state, start_optim, setup.carried.get("velocity"))
         self.rules = _stale_merge.FoldRules(
             setup.data.n_rows, n, p["staleness_exponent"], p["outer_lr"],
-            p["outer_momentum"], setup.param_keys, self.average)
+            p["outer_momentum"], setup.param_keys, self.average,
+            equal_shares=p["balance"])
         snapshot = (setup.state, start_optim, {"progress": 0})
         self.start = [snapshot] * n        # each worker's round start
         self.picked = [False] * n          # start made by _freshest

@@ -124,7 +124,9 @@ _PARAMETERS = """
         (rows per second in earlier epochs), so that a slower worker gets
         less data and all finish together. Needs ``shuffle="global"`` or
         ``"local"`` and more blocks than workers; the model then depends
-        on timings, so ``random_state`` no longer fixes it.
+        on timings, so ``random_state`` no longer fixes it. Every
+        replica weighs the same in the merge, whatever rows it got (see
+        docs/strategies.md).
     checkpoint_dir : str, os.PathLike or None, default=None
         Write a checkpoint there after every merge (model, optimizer
         states, outer momentum, epoch, seed, parameters, ``history_``),

@@ -32,6 +32,11 @@ Outer learning rate and momentum (FedAvgM, DiLoCo) apply per merge:
 merges) add up to the next round's ``velocity``. With ``max_lag=0``
 this is the synchronous server step. Buffers (BatchNorm statistics)
 take the plain weighted delta; integer entries take the maximum.
+
+With ``balance=True`` (``FoldRules(equal_shares=True)``) the deal is
+uneven for speed only, so every merge counts an even deal's ``N / P``
+rows, whatever its own: share ``1 / P``, and ``N / P`` rows of progress
+(see docs/strategies.md for why).
 """
 
 import torch
@@ -102,7 +107,9 @@ class FoldRules:
     """The constants of a fit's merges (a picklable plain object)."""
 
     def __init__(self, n_rows, n_workers, exponent, outer_lr,
-                 outer_momentum, param_keys, average_optims):
+                 outer_momentum, param_keys, average_optims,
+                 equal_shares=False):
+        self.equal_shares = bool(equal_shares)
         self.n_rows = int(n_rows)
         self.n_workers = int(n_workers)
         self.exponent = float(exponent)
@@ -110,6 +117,13 @@ class FoldRules:
         self.outer_momentum = float(outer_momentum)
         self.param_keys = frozenset(param_keys)
         self.average_optims = bool(average_optims)
+
+    def counted_rows(self, n_samples):
+        """The rows a merge counts: its own, or with ``equal_shares``
+        (``balance=True``) an even deal's ``n_rows / n_workers``."""
+        if self.equal_shares:
+            return self.n_rows / self.n_workers
+        return n_samples
 
     @property
     def plain(self):
@@ -150,6 +164,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
         ``staleness`` and ``weight`` of this merge, and ``index``, its
         position among the fit's merges.
     """
+    n_samples = rules.counted_rows(n_samples)
     tau = staleness(glob["progress"] - start_progress, n_samples,
                     rules.n_rows)
     share = n_samples / rules.n_rows
@@ -173,7 +188,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
             step = step + share * rules.outer_momentum * velocity[key]
         pending[key] = step if key not in pending else pending[key] + step
         state[key] = _add(value, rules.outer_lr, step)
-    glob["progress"] += int(n_samples)
+    glob["progress"] += n_samples if rules.equal_shares else int(n_samples)
     glob["merges"] += 1
     if glob["merges"] % rules.n_workers == 0:
         if rules.outer_momentum:

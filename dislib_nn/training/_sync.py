@@ -5,10 +5,10 @@ This module is the *when* of model averaging (the *how* is
 trains its replica on the blocks dealt to it (:mod:`._dealing`), by one
 task; after every ``sync_every`` epochs (and at the end of every fit)
 the replicas are merged by a binary tree of merge tasks, weighted by the
-samples each saw, optionally followed by the server step of
-``outer_lr`` / ``outer_momentum``, and all of them restart from the
-merged model. Everything here deals in futures: the master fetches no
-weights.
+samples each saw (all alike with ``balance=True``), optionally followed
+by the server step of ``outer_lr`` / ``outer_momentum``, and all of them
+restart from the merged model. Everything here deals in futures: the
+master fetches no weights.
 """
 
 from dislib_nn.training import _checkpoint, _train_tasks
@@ -98,8 +98,13 @@ class SyncStrategy(Strategy):
         lifetimes = setup.lifetimes
         average_optims = p["optimizer_state"] == "average"
         replicas, replica_optims = self.states, self.optims
+        weights = counts
+        if p["balance"]:
+            # An uneven deal is for speed only: every replica weighs the
+            # same (see docs/strategies.md, "balance=True").
+            weights = [1] * len(counts)
         merged, merged_optim = _train_tasks.submit_merge(
-            replicas, replica_optims if average_optims else None, counts,
+            replicas, replica_optims if average_optims else None, weights,
             lifetimes, stats, self.state)
         if p["outer_lr"] != 1.0 or p["outer_momentum"] != 0.0:
             averaged, velocity = merged, self.velocity

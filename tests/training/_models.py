@@ -77,16 +77,24 @@ class SlowOddReplica(nn.Module):
     two workers and no validation the n-th build after the first
     belongs to worker ``(n - 1) % 2``: worker 1's forward sleeps
     ``delay`` seconds per batch, as on a slower node.
+
+    With ``bias`` given, the layer starts from weights 0 and that bias,
+    so that a test knows the initial model.
     """
 
     builds = 0
 
-    def __init__(self, n_features_in=4, n_outputs=1, delay=0.002):
+    def __init__(self, n_features_in=4, n_outputs=1, delay=0.002,
+                 bias=None):
         super().__init__()
         type(self).builds += 1
         self.slow = type(self).builds > 1 and type(self).builds % 2 == 1
         self.delay = delay
         self.body = nn.Linear(n_features_in, n_outputs)
+        if bias is not None:
+            with torch.no_grad():
+                self.body.weight.zero_()
+                self.body.bias.fill_(bias)
 
     def forward(self, x):
         if self.slow and self.training:

@@ -1,6 +1,7 @@
 """The asynchronous estimators: against the synchronous ones, against
 plain PyTorch, and the staleness arithmetic the docs state."""
 
+import copy
 import re
 
 import numpy as np
@@ -232,6 +233,74 @@ def test_balance_deals_more_rows_to_the_faster_worker(cls):
     assert fast > slow > 0 and fast + slow == 400
     # The first epoch has no measurement yet: it is dealt evenly.
     assert dealt[True][0] == [200, 200]
+
+
+def _linear_reference(start, rows, batch_size, lr):
+    """Plain PyTorch: epoch after epoch, a replica per worker trains from
+    the merged model on its rows (all-zero inputs, targets 1), and the
+    replicas are averaged with equal weights."""
+    model = torch.nn.Linear(4, 1)
+    model.load_state_dict(start)
+    for epoch_rows in rows:
+        states = []
+        for n in epoch_rows:
+            replica = copy.deepcopy(model)
+            opt = torch.optim.SGD(replica.parameters(), lr=lr)
+            ref.train(replica, opt, torch.nn.MSELoss(), torch.zeros(n, 4),
+                      torch.ones(n, 1), batch_size, lr)
+            states.append(replica.state_dict())
+        model.load_state_dict(ref.average(states, [1] * len(states)))
+    return model
+
+
+@pytest.mark.parametrize("cls, extra", [
+    (SyncEpochAveragingRegressor, {}),
+    (AsyncEpochAveragingRegressor, {"max_lag": 0})])
+def test_balance_merges_every_replica_alike(cls, extra):
+    # The deal is uneven for speed only: the merge must not weigh the
+    # faster worker's replica by its rows. With all-zero inputs every
+    # row's gradient is the same, so the model depends on the rows per
+    # worker (read back from history_) and not on which rows they were.
+    use_backend("sequential")
+    try:
+        _models.SlowOddReplica.builds = 0
+        X = np.zeros((400, 4), dtype=np.float32)
+        y = np.ones(400, dtype=np.float32)
+        est = cls(module=_models.SlowOddReplica, module__bias=0.0,
+                  n_workers=2, n_epochs=4, batch_size=10, lr=0.02,
+                  random_state=0, balance=True, **extra).fit(X, y)
+    finally:
+        use_backend("local")
+    rows = [h["worker_samples"] for h in est.history_]
+    assert any(fast != slow for fast, slow in rows)
+    start = {"weight": torch.zeros(1, 4), "bias": torch.zeros(1)}
+    expected = _linear_reference(start, rows, batch_size=10, lr=0.02)
+    got = est.module_.state_dict()
+    torch.testing.assert_close(got["body.weight"], expected.weight.detach())
+    torch.testing.assert_close(got["body.bias"], expected.bias.detach(),
+                               atol=ATOL, rtol=1e-4)
+
+
+def test_balanced_folds_share_alike_and_count_rounds_by_merges():
+    # balance=True (equal_shares): N = 100 rows dealt 75 / 25; each merge
+    # counts an even deal's 50 rows, whatever it trained on. Worker 0
+    # merges twice before worker 1's first: worker 1 is half a round
+    # stale (moved 100, a round would merge 50), not 0.75 (150 - 75).
+    rules = sm.FoldRules(100, 2, 0.5, 1.0, 0.0, ["w"], False,
+                         equal_shares=True)
+    start = {"w": torch.zeros(1)}
+    glob = sm.new_global(start)
+    one = {"w": torch.ones(1)}
+    first = sm.fold(glob, start, 0, one, 75, rules)
+    second = sm.fold(glob, start, 50, one, 75, rules)
+    third = sm.fold(glob, start, 0, one, 25, rules)
+    assert [first["staleness"], second["staleness"]] == [0, 0]
+    assert first["weight"] == second["weight"] == 0.5
+    assert third["staleness"] == pytest.approx(0.5)
+    assert third["weight"] == pytest.approx(0.5 / 1.5 ** 0.5)
+    assert glob["progress"] == 150
+    torch.testing.assert_close(glob["state"]["w"],
+                               torch.tensor([1.0 + 0.5 / 1.5 ** 0.5]))
 
 
 # ----------------------------------------------------------------- errors

@@ -1,0 +1,151 @@
+"""Test accuracy of ``balance=True`` over seeds: is a loss systematic?
+
+The workload of ``benchmarks/async_training.py`` (``make_classification``
+60 000 x 128, 10 classes, 10 000 test rows; MLP 128-512-512-10; SGD lr
+0.05 momentum 0.9; batch 64; 10 epochs; 2 workers on the local
+backend), fitted once per seed (``random_state``; the data set is drawn
+once, with seed 0) in these configurations:
+
+``sync``            synchronous, ``balance=False`` (the reference);
+``sync_even16``     synchronous, ``balance=True`` but dealt evenly: the 8
+                    blocks per worker that balancing splits arrays into,
+                    without an uneven deal;
+``sync_31``         synchronous, ``balance=True`` dealt 3:1 from the first
+                    epoch (37 500 / 12 500 rows, the deal balancing
+                    settles at when worker 1 is twice as slow);
+``async_bal_slow``  asynchronous, ``balance=True``, worker 1 twice as
+                    slow (``async_training.py``'s hook): the deal comes
+                    from measured throughput, as in the benchmark.
+
+The fixed deals replace the measured throughput by fixed rates (a hook
+on a private class of the library: a diagnostic, not an API). Wall
+times are printed but mean nothing here (no quiet machine needed):
+accuracy does not depend on the machine's load, except for the
+asynchronous configuration, whose merge order follows timings.
+
+Prints each fit as a JSON line, then per configuration the accuracies,
+their mean and standard deviation, and the mean and range of the paired
+differences with ``sync`` (same seed), in points.
+
+Run from the repository root::
+
+    python benchmarks/balance_accuracy.py                    # 5 seeds
+    python benchmarks/balance_accuracy.py --seeds 0 1 --configs sync sync_31
+
+Not a test; never imported by the package.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import async_training as bench  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import describe  # noqa: E402
+from sync_training import make_data  # noqa: E402
+
+# name: (strategy, slow-down hook, estimator parameters, fixed rates)
+CONFIGS = {
+    "sync": ("sync", "none", {}, None),
+    "sync_even16": ("sync", "none", {"balance": True}, (1, 1)),
+    "sync_31": ("sync", "none", {"balance": True}, (3, 1)),
+    "async_bal_slow": ("async", "slow", {"balance": True}, None),
+}
+
+
+class _FixedRates:
+    """Deal by fixed rates from the first epoch (replaces the library's
+    measured throughput while in use)."""
+
+    def __init__(self, rates):
+        self.rates = rates
+        self.saved = None
+
+    def __enter__(self):
+        from dislib_nn.training import _dealing
+        cls = _dealing.Throughput
+        self.saved = (cls.__init__, cls.observe, cls.known)
+        rates = list(self.rates)
+
+        def init(throughput, n_workers):
+            throughput.rates = list(rates)
+
+        cls.__init__ = init
+        cls.observe = lambda throughput, counts, compute_s: None
+        cls.known = lambda throughput: True
+
+    def __exit__(self, *exc):
+        from dislib_nn.training import _dealing
+        cls = _dealing.Throughput
+        cls.__init__, cls.observe, cls.known = self.saved
+
+
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+def fit_one(name, seed, data, args):
+    kind, mode, extra, rates = CONFIGS[name]
+    with (_FixedRates(rates) if rates else _Nothing()):
+        est = bench.estimator(kind, mode, args, args.epochs, seed, **extra)
+        t0 = time.perf_counter()
+        est.fit(data[0], data[2])
+        fit_s = time.perf_counter() - t0
+    return {"seed": seed, "config": name,
+            "acc": float(est.score(data[1], data[3])),
+            "rows": est.history_[-1]["worker_samples"],
+            "fit_s": round(fit_s, 1)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--configs", nargs="+", choices=sorted(CONFIGS),
+                   default=["sync", "sync_31", "async_bal_slow",
+                            "sync_even16"])
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--n-samples", type=int, default=60_000)
+    p.add_argument("--test-size", type=int, default=10_000)
+    a = p.parse_args(argv)
+    args = bench.parse_args(["--epochs", str(a.epochs), "--n-samples",
+                             str(a.n_samples), "--test-size",
+                             str(a.test_size)])
+    torch.set_num_threads(1)
+    print("balance_accuracy:", " ".join(sys.argv[1:]) or "(defaults)")
+    print("Machine:", describe())
+    print("Load average before:", " ".join(f"{v:.2f}"
+                                           for v in os.getloadavg()))
+    data = make_data(args)
+    from dislib_nn.runtime import set_backend
+    set_backend("local", n_workers=args.workers, threads_per_worker=1)
+    acc = {}
+    for seed in a.seeds:
+        for name in a.configs:
+            r = fit_one(name, seed, data, args)
+            acc.setdefault(name, []).append(r["acc"])
+            print(json.dumps(r), flush=True)
+    print(f"\nTest accuracy over seeds {a.seeds}:")
+    for name, values in acc.items():
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        line = (f"  {name:15s} " + ", ".join(f"{v:.4f}" for v in values)
+                + f"  mean {statistics.mean(values):.4f} sd {sd:.4f}")
+        if name != "sync" and "sync" in acc:
+            diffs = [100 * (v - s) for v, s in zip(values, acc["sync"])]
+            line += (f"  vs sync: mean {statistics.mean(diffs):+.2f} "
+                     f"points (from {min(diffs):+.2f} to "
+                     f"{max(diffs):+.2f})")
+        print(line)
+    print("Load average after:", " ".join(f"{v:.2f}"
+                                          for v in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
