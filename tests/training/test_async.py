@@ -222,9 +222,11 @@ def test_balance_deals_more_rows_to_the_faster_worker(cls):
         dealt = {}
         for balance in (False, True):
             _models.SlowOddReplica.builds = 0
-            est = cls(module=_models.SlowOddReplica, n_workers=2,
-                      n_epochs=4, batch_size=10, lr=0.01, random_state=0,
-                      balance=balance).fit(X, y)
+            # 20 ms per batch (0.4 s per epoch of 200 rows): far above
+            # what a loaded machine adds to the fast worker's 20 batches.
+            est = cls(module=_models.SlowOddReplica, module__delay=0.02,
+                      n_workers=2, n_epochs=4, batch_size=10, lr=0.01,
+                      random_state=0, balance=balance).fit(X, y)
             dealt[balance] = [h["worker_samples"] for h in est.history_]
     finally:
         use_backend("local")
