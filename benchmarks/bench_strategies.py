@@ -32,14 +32,13 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
 import torch
 from torch import nn
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
 
 import dislib_nn as dnn
 
@@ -334,9 +333,7 @@ def main(argv=None):
     args.n_test = {k: v // 5 for k, v in args.n_train.items()}
     torch.set_num_threads(1)
     dnn.runtime.set_backend("local", n_workers=args.workers)
-    print("bench_strategies:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", describe())
-    print(f"Load average before: {os.getloadavg()}")
+    print_header("bench_strategies")
     all_results = {w: run_workload(w, args)
                    for w in args.workloads.split(",")}
     print(f"\nLoad average after: {os.getloadavg()}")

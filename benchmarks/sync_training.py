@@ -44,7 +44,6 @@ import os
 import pickle
 import socket
 import statistics
-import sys
 import threading
 import time
 
@@ -52,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
 
 CONFIGS = ("single", "floor", "ddp", "dislib_nn")
 
@@ -663,8 +662,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
-    print("sync_training benchmark:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", describe())
+    print_header("sync_training benchmark")
     t0 = time.perf_counter()
     data = make_data(args)
     print(f"Data: make_classification {args.n_samples:,} x "
