@@ -39,6 +39,9 @@ import torch
 from torch import nn
 
 from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
+# The synchronous benchmark's MLP, and its minibatch loop for the
+# single-process and DDP contenders.
+from sync_training import MLP, train_epoch  # noqa: E402
 
 import dislib_nn as dnn
 
@@ -51,18 +54,6 @@ STRATEGIES = {
 
 
 # ------------------------------------------------------------ workloads
-class MLP(nn.Module):
-    def __init__(self, n_features=128, hidden=512, n_classes=10):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_features, hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, n_classes))
-
-    def forward(self, x):
-        return self.net(x)
-
-
 class CNN(nn.Module):
     """Three conv blocks (16-32-64 channels) and a linear head."""
 
@@ -120,16 +111,6 @@ def new_model(workload, seed):
 def new_optimizer(workload, model):
     _, opt, kwargs, _ = WORKLOADS[workload]
     return opt(model.parameters(), **kwargs)
-
-
-def train_epoch(model, opt, X, y, order, batch_size):
-    loss_fn = nn.CrossEntropyLoss()
-    model.train()
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        opt.zero_grad()
-        loss_fn(model(X[idx]), y[idx]).backward()
-        opt.step()
 
 
 def accuracy(model, X, y):
