@@ -14,6 +14,7 @@ import pytest
 from dislib_nn.exceptions import (TaskDefinitionError, TaskError,
                                   TaskFailureWarning, WorkerDiedError)
 from dislib_nn.runtime import INOUT, on_failure, task, wait_on
+from tests._ahead import RunAhead
 from tests.runtime import failing, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -163,19 +164,25 @@ def test_same_outcomes_as_pycompss(tmp_path):
         pytest.skip("the compss-emulator folder is not beside the project")
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.pop("DISLIB_NN_BACKEND", None)
-    reports = {}
-    for name, command in (
-            ("compss", [EMULATOR, f"--pythonpath={ROOT}", APP]),
-            ("local", [APP]), ("sequential", [APP])):
-        folder = tmp_path / name
-        folder.mkdir()
-        run_env = dict(env, DISLIB_NN_BACKEND=name) \
-            if name == "sequential" else env
-        done = subprocess.run([sys.executable] + command + [str(folder)],
-                              capture_output=True, text=True, env=run_env,
-                              cwd=os.path.dirname(APP), timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        reports[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    commands = {"compss": [EMULATOR, f"--pythonpath={ROOT}", APP],
+                "local": [APP], "sequential": [APP]}
+    # The three applications are independent: they run side by side.
+    runs = RunAhead(jobs=len(commands), timeout=300)
+    try:
+        for name, command in commands.items():
+            folder = tmp_path / name
+            folder.mkdir()
+            run_env = dict(env, DISLIB_NN_BACKEND=name) \
+                if name == "sequential" else env
+            runs.start(name, [sys.executable] + command + [str(folder)],
+                       env=run_env, cwd=os.path.dirname(APP))
+        reports = {}
+        for name in commands:
+            done = runs.result(name)
+            assert done.returncode == 0, done.stderr[-3000:]
+            reports[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        runs.close()
     assert reports["local"] == reports["compss"]
     assert reports["sequential"] == reports["compss"]
     assert reports["compss"]["calls"]["retry"] == 2
