@@ -1,13 +1,13 @@
 """Run independent scripts side by side, ahead of the tests that check them.
 
 The docs blocks and the failure-policy applications each run as a
-fresh ``python script.py`` process, and most of their time is start-up
-(the interpreter, torch, the local pool's fork server), which keeps one
-core busy while the others wait (the examples train for longer: run
-side by side on two cores they were slower, not faster). ``RunAhead`` starts such runs
-in order, a few at a time, in background threads; a test then waits for
-its own run and checks it as before. Every run is still its own process
-in its own folder, with the same command and environment.
+fresh ``python script.py`` process, independent of the others, and
+much of their time is start-up (the interpreter, torch, the local
+pool's fork server). ``RunAhead`` starts such runs in order, a few at a
+time, in background threads; a test then waits for its own run and
+checks it as before. Every run is still its own process in its own
+folder, with the same command and environment. (The examples train for
+longer: run side by side on two cores they were slower, not faster.)
 """
 
 import os
