@@ -2,6 +2,7 @@
 
 import os
 import platform
+import sys
 
 
 def describe():
@@ -28,3 +29,14 @@ def describe():
             f"{platform.system()} {platform.release()}; Python "
             f"{platform.python_version()}; torch {torch.__version__}; "
             f"numpy {numpy.__version__}")
+
+
+def print_header(name):
+    """Print what ran (the script and its arguments), where, and the load.
+
+    The first lines of every benchmark's output, so that a figure copied
+    into docs/benchmarks.md keeps its command, machine and load with it.
+    """
+    print(f"{name}:", " ".join(sys.argv[1:]) or "(defaults)")
+    print("Machine:", describe())
+    print(f"Load average before: {os.getloadavg()}")

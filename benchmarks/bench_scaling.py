@@ -29,14 +29,13 @@ import argparse
 import importlib
 import math
 import os
-import sys
 import time
 
 import numpy as np
 import torch
 from torch import nn
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
 
 import dislib_nn as dnn
 
@@ -192,9 +191,7 @@ def main(argv=None):
     p.add_argument("--plot", default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    print("bench_scaling:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", describe())
-    print(f"Load average before: {os.getloadavg()}")
+    print_header("bench_scaling")
     Ps = [2 ** k for k in range(int(math.log2(args.max_replicas)) + 1)]
     rows = []
     with TaskGraphProbe() as probe:

@@ -32,14 +32,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
 import torch
 from torch import nn
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
+# The synchronous benchmark's MLP, its minibatch loop for the
+# single-process and DDP contenders, and its DDP set-up.
+from sync_training import (MLP, ddp_join, ddp_rows,  # noqa: E402
+                           free_loopback_port, train_epoch)
 
 import dislib_nn as dnn
 
@@ -52,18 +55,6 @@ STRATEGIES = {
 
 
 # ------------------------------------------------------------ workloads
-class MLP(nn.Module):
-    def __init__(self, n_features=128, hidden=512, n_classes=10):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_features, hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, n_classes))
-
-    def forward(self, x):
-        return self.net(x)
-
-
 class CNN(nn.Module):
     """Three conv blocks (16-32-64 channels) and a linear head."""
 
@@ -123,16 +114,6 @@ def new_optimizer(workload, model):
     return opt(model.parameters(), **kwargs)
 
 
-def train_epoch(model, opt, X, y, order, batch_size):
-    loss_fn = nn.CrossEntropyLoss()
-    model.train()
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        opt.zero_grad()
-        loss_fn(model(X[idx]), y[idx]).backward()
-        opt.step()
-
-
 def accuracy(model, X, y):
     model.eval()
     with torch.no_grad():
@@ -170,27 +151,18 @@ def run_single(workload, data, args):
 
 
 def _ddp_worker(rank, world, port, workload, data, args, queue):
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist = ddp_join(rank, world, port)
     X_train, X_test, y_train, y_test = data
     X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
     model = DistributedDataParallel(new_model(workload, args.seed))
     opt = new_optimizer(workload, model)
     batch = WORKLOADS[workload][3]
-    per_rank = -(-len(X) // world)
     points, clock, steps = [], 0.0, 0
     for epoch in range(args.epochs):
         dist.barrier()
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(args.seed + epoch)
-        order = torch.randperm(len(X), generator=gen)
-        order = torch.cat([order, order[:per_rank * world - len(X)]])
-        mine = order[rank::world]
+        mine = ddp_rows(len(X), rank, world, args.seed, epoch)
         train_epoch(model, opt, X, y, mine, batch)
         dist.barrier()
         clock += time.perf_counter() - t0
@@ -208,14 +180,11 @@ def _ddp_worker(rank, world, port, workload, data, args, queue):
 
 
 def run_ddp(workload, data, args):
-    import socket
     import torch.multiprocessing as mp
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     queue = mp.get_context("spawn").SimpleQueue()
     mp.spawn(_ddp_worker, nprocs=args.workers, join=True,
-             args=(args.workers, port, workload, data, args, queue))
+             args=(args.workers, free_loopback_port(), workload, data, args,
+                   queue))
     return queue.get()
 
 
@@ -334,9 +303,7 @@ def main(argv=None):
     args.n_test = {k: v // 5 for k, v in args.n_train.items()}
     torch.set_num_threads(1)
     dnn.runtime.set_backend("local", n_workers=args.workers)
-    print("bench_strategies:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", describe())
-    print(f"Load average before: {os.getloadavg()}")
+    print_header("bench_strategies")
     all_results = {w: run_workload(w, args)
                    for w in args.workloads.split(",")}
     print(f"\nLoad average after: {os.getloadavg()}")

@@ -54,13 +54,12 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 
 import numpy as np
 import torch
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
 
 
 # ------------------------------------------------------------ measuring
@@ -166,9 +165,7 @@ def main(argv=None):
     p.add_argument("--plot", default=None)
     args = p.parse_args(argv)
 
-    print("cost_model:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", describe())
-    print(f"Load average before: {os.getloadavg()}")
+    print_header("cost_model")
     measured = {}
     for workload in ("mlp", "cnn"):
         measured[workload] = measure_compute(workload)

@@ -44,7 +44,6 @@ import os
 import pickle
 import socket
 import statistics
-import sys
 import threading
 import time
 
@@ -52,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
 
 CONFIGS = ("single", "floor", "ddp", "dislib_nn")
 
@@ -359,32 +358,43 @@ def run_floor(data, args):
 
 
 # ------------------------------------------------------------- 3. DDP
-def _ddp_worker(rank, world, port, data, args, queue):
+def ddp_join(rank, world, port):
+    """Join a gloo process group on 127.0.0.1 with one torch thread."""
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    t0 = time.perf_counter()
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    return dist
+
+
+def ddp_rows(n, rank, world, seed, epoch):
+    """The rows of ``rank`` for one epoch, by DistributedSampler's scheme:
+    the same global permutation on every rank, each rank takes every
+    world-th index; equal counts per rank."""
+    per_rank = -(-n // world)
+    gen = torch.Generator().manual_seed(seed + epoch)
+    order = torch.randperm(n, generator=gen)
+    order = torch.cat([order, order[:per_rank * world - n]])
+    return order[rank::world]
+
+
+def _ddp_worker(rank, world, port, data, args, queue):
+    from torch.nn.parallel import DistributedDataParallel
+    t0 = time.perf_counter()
+    dist = ddp_join(rank, world, port)
     X_train, X_test, y_train, y_test = data
     X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
     model = DistributedDataParallel(new_model(args, args.seed))
     opt = new_optimizer(model, args)
     dist.barrier()
     startup = time.perf_counter() - t0
-    # DistributedSampler's scheme: the same global permutation on every
-    # rank, each rank takes every world-th index; equal counts per rank.
-    per_rank = -(-len(X) // world)
     spans, steps = [], 0
     for epoch in range(args.epochs):
         dist.barrier()
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(args.seed + epoch)
-        order = torch.randperm(len(X), generator=gen)
-        order = torch.cat([order, order[:per_rank * world - len(X)]])
-        mine = order[rank::world]
+        mine = ddp_rows(len(X), rank, world, args.seed, epoch)
         train_epoch(model, opt, X, y, mine, args.batch_size)
         dist.barrier()
         spans.append((t0, time.perf_counter()))
@@ -663,8 +673,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
-    print("sync_training benchmark:", " ".join(sys.argv[1:]) or "(defaults)")
-    print("Machine:", describe())
+    print_header("sync_training benchmark")
     t0 = time.perf_counter()
     data = make_data(args)
     print(f"Data: make_classification {args.n_samples:,} x "

@@ -26,22 +26,9 @@ import torch
 from torch import nn
 
 import dislib_nn as dnn
-
-
-class DigitsCNN(nn.Module):
-    """Two conv blocks with BatchNorm, then a linear layer."""
-
-    def __init__(self, n_classes=10, channels=16):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, channels, 3, padding=1), nn.BatchNorm2d(channels),
-            nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(channels, 2 * channels, 3, padding=1),
-            nn.BatchNorm2d(2 * channels), nn.ReLU(), nn.MaxPool2d(2))
-        self.head = nn.Linear(2 * channels * 4, n_classes)
-
-    def forward(self, x):
-        return self.head(self.features(x).flatten(1))
+# The demo's CNN (python -m dislib_nn.demo): two conv blocks with
+# BatchNorm, then a linear layer, for 1 x 8 x 8 images.
+from dislib_nn.demo import DigitsCNN
 
 
 # The contenders: a name, an estimator class and its own parameters.

@@ -4,7 +4,9 @@ Each block is a complete script: it runs on its own, as ``python
 block.py`` in a fresh process and an empty folder (with the repository
 root on ``PYTHONPATH``), and must exit with status 0. Pages are found
 when the suite is collected, so a new page under docs/ is tested
-without being listed here.
+without being listed here. The blocks' processes are started ahead of
+their tests, a few at a time (tests/_ahead.py): most of a block's time
+is start-up on one core.
 """
 
 import glob
@@ -14,6 +16,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests._ahead import RunAhead, selected_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = [os.path.join(ROOT, "README.md")] + sorted(
@@ -43,9 +47,8 @@ def test_the_pages_have_python_blocks():
     assert any(i.startswith("docs/index.md:") for i in ids)
 
 
-@pytest.mark.parametrize("code", BLOCKS)
-def test_python_block_runs(code, tmp_path):
-    script = tmp_path / "block.py"
+def _run_block(runs, key, code, folder):
+    script = folder / "block.py"
     script.write_text(code, encoding="utf-8")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -53,9 +56,26 @@ def test_python_block_runs(code, tmp_path):
                   if p])
     env.pop("DISLIB_NN_BACKEND", None)
     env.setdefault("MPLBACKEND", "Agg")
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True,
-                          timeout=600)
+    runs.start(key, [sys.executable, str(script)], cwd=folder, env=env)
+
+
+@pytest.fixture(scope="module")
+def block_runs(request, tmp_path_factory):
+    """Every selected block, started in its own folder ahead of its test."""
+    runs = RunAhead()
+    for key, code in selected_params(request, test_python_block_runs,
+                                     "code"):
+        _run_block(runs, key, code, tmp_path_factory.mktemp("block"))
+    yield runs
+    runs.close()
+
+
+@pytest.mark.parametrize("code", BLOCKS)
+def test_python_block_runs(code, block_runs, request, tmp_path):
+    key = request.node.callspec.id
+    if not block_runs.started(key):      # not known when the runs started
+        _run_block(block_runs, key, code, tmp_path)
+    done = block_runs.result(key)
     assert done.returncode == 0, (
         f"exit status {done.returncode}\n--- stdout\n{done.stdout[-3000:]}"
         f"\n--- stderr\n{done.stderr[-5000:]}")

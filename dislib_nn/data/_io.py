@@ -25,13 +25,10 @@ def load_npy(path, block_size=None, n_blocks=None):
     path : str or os.PathLike
         A ``.npy`` file (``numpy.save``) of numeric data with at least
         one row, readable by the workers at this path.
-    block_size : int or tuple of int, default=None
-        Rows per block (the last block may be smaller), or the rows of
-        each block.
-    n_blocks : int, default=None
-        Number of blocks of nearly equal size. Give at most one of
-        ``block_size`` and ``n_blocks``; with neither, one block per
-        worker of the runtime.
+    block_size, n_blocks : int, default=None
+        As in :func:`from_array`: rows per block (or a tuple, the rows of
+        each block), or a number of nearly equal blocks; with neither,
+        one block per worker of the runtime.
 
     Returns
     -------

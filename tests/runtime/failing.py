@@ -26,37 +26,38 @@ def calls(path):
         return int(f.read())
 
 
-def _raise_first(path, n_failures, value):
+def _fail_first(path, n_failures, value, fault="raise"):
+    """``value``, once the calls counted in ``path`` exceed ``n_failures``.
+
+    Before that each call fails: it raises (``fault="raise"``) or kills
+    the process that runs it (``fault="kill"``, a worker's death).
+    """
     count = count_call(path)
     if count <= n_failures:
+        if fault == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
         raise ValueError(f"injected failure {count} of {n_failures}")
     return value
 
 
-def _die_first(path, n_deaths, value):
-    if count_call(path) <= n_deaths:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return value
-
-
 @task(returns=1)
-def flaky(path, n_failures, value):
-    return _raise_first(path, n_failures, value)
+def flaky(path, n_failures, value, fault="raise"):
+    return _fail_first(path, n_failures, value, fault)
 
 
 @task(returns=1, on_failure="FAIL")
-def flaky_fail(path, n_failures, value):
-    return _raise_first(path, n_failures, value)
+def flaky_fail(path, n_failures, value, fault="raise"):
+    return _fail_first(path, n_failures, value, fault)
 
 
 @task(returns=1, on_failure="IGNORE")
-def flaky_ignore(path, n_failures, value):
-    return _raise_first(path, n_failures, value)
+def flaky_ignore(path, n_failures, value, fault="raise"):
+    return _fail_first(path, n_failures, value, fault)
 
 
 @task(returns=1, on_failure="CANCEL_SUCCESSORS")
-def flaky_cancel(path, n_failures, value):
-    return _raise_first(path, n_failures, value)
+def flaky_cancel(path, n_failures, value, fault="raise"):
+    return _fail_first(path, n_failures, value, fault)
 
 
 @on_failure(management="IGNORE", returns=-1, acc={"n": -1}, path=None,
@@ -65,26 +66,26 @@ def flaky_cancel(path, n_failures, value):
 def flaky_update(acc, path, n_failures):
     """IGNORE (from @on_failure, over the task's FAIL), with defaults."""
     acc["n"] += 1
-    return _raise_first(path, n_failures, acc["n"])
+    return _fail_first(path, n_failures, acc["n"])
 
 
 @task(returns=1, acc=INOUT)
 def flaky_increment(acc, path, n_failures):
     """Changes its INOUT argument, then fails: a retry starts afresh."""
     acc["n"] += 1
-    return _raise_first(path, n_failures, acc["n"])
+    return _fail_first(path, n_failures, acc["n"])
 
 
 @task(returns=0, acc=COMMUTATIVE)
 def flaky_add(acc, path, n_failures, value):
     """Adds to a COMMUTATIVE argument, then fails on the first calls."""
     acc["sum"] += value
-    _raise_first(path, n_failures, None)
+    _fail_first(path, n_failures, None)
 
 
 @task(returns=2, on_failure="IGNORE")
 def flaky_pair(path, n_failures):
-    return _raise_first(path, n_failures, (1, 2))
+    return _fail_first(path, n_failures, (1, 2))
 
 
 @task(returns=1)
@@ -92,23 +93,3 @@ def describe(x, path):
     """The type name of ``x``; counts its calls in ``path``."""
     count_call(path)
     return type(x).__name__
-
-
-@task(returns=1)
-def dying(path, n_deaths, value):
-    return _die_first(path, n_deaths, value)
-
-
-@task(returns=1, on_failure="FAIL")
-def dying_fail(path, n_deaths, value):
-    return _die_first(path, n_deaths, value)
-
-
-@task(returns=1, on_failure="IGNORE")
-def dying_ignore(path, n_deaths, value):
-    return _die_first(path, n_deaths, value)
-
-
-@task(returns=1, on_failure="CANCEL_SUCCESSORS")
-def dying_cancel(path, n_deaths, value):
-    return _die_first(path, n_deaths, value)

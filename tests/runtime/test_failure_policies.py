@@ -14,6 +14,7 @@ import pytest
 from dislib_nn.exceptions import (TaskDefinitionError, TaskError,
                                   TaskFailureWarning, WorkerDiedError)
 from dislib_nn.runtime import INOUT, on_failure, task, wait_on
+from tests._ahead import RunAhead
 from tests.runtime import failing, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -113,17 +114,17 @@ def test_cancel_successors_cancels_readers_only(backend, tmp_path):
 
 def test_killed_worker_is_retried(local, tmp_path):
     path = str(tmp_path / "calls")
-    with pytest.warns(TaskFailureWarning, match=r"dying\(\) failed "
+    with pytest.warns(TaskFailureWarning, match=r"flaky\(\) failed "
                       r"\(WorkerDiedError: .*SIGKILL"):
-        assert wait_on(failing.dying(path, 1, 7)) == 7
+        assert wait_on(failing.flaky(path, 1, 7, fault="kill")) == 7
     assert failing.calls(path) == 2
 
 
 def test_worker_killed_twice_is_reported(local, tmp_path):
     path = str(tmp_path / "calls")
-    with pytest.raises(WorkerDiedError, match=r"task dying\(\) died "
+    with pytest.raises(WorkerDiedError, match=r"task flaky\(\) died "
                        r"\(killed by signal SIGKILL\)"):
-        wait_on(failing.dying(path, 2, 7))
+        wait_on(failing.flaky(path, 2, 7, fault="kill"))
     assert failing.calls(path) == 2
     assert wait_on([failing.flaky(str(tmp_path / "ok"), 0, i)
                     for i in range(3)]) == [0, 1, 2]
@@ -132,24 +133,26 @@ def test_worker_killed_twice_is_reported(local, tmp_path):
 def test_killed_worker_with_fail_is_not_retried(local, tmp_path):
     path = str(tmp_path / "calls")
     with pytest.raises(WorkerDiedError, match="died"):
-        wait_on(failing.dying_fail(path, 1, 7))
+        wait_on(failing.flaky_fail(path, 1, 7, fault="kill"))
     assert failing.calls(path) == 1
 
 
 def test_killed_worker_with_ignore_leaves_no_output(local, tmp_path):
     # The worker could not give defaults: the output does not exist, a
     # reader fails, wait_on gives None (as COMPSs does).
-    ignored = failing.dying_ignore(str(tmp_path / "a"), 1, 7)
+    ignored = failing.flaky_ignore(str(tmp_path / "a"), 1, 7,
+                                   fault="kill")
     reader = failing.describe(ignored, str(tmp_path / "b"))
     with pytest.raises(TaskError, match=r"reads an output of task "
-                       r"dying_ignore\(\), which failed"):
+                       r"flaky_ignore\(\), which failed"):
         wait_on(reader)
     assert wait_on(ignored) is None
     assert failing.calls(str(tmp_path / "b")) == 0
 
 
 def test_killed_worker_with_cancel_successors(local, tmp_path):
-    cancelled = failing.dying_cancel(str(tmp_path / "a"), 1, 7)
+    cancelled = failing.flaky_cancel(str(tmp_path / "a"), 1, 7,
+                                     fault="kill")
     reader = failing.describe(cancelled, str(tmp_path / "b"))
     assert wait_on(reader) is None and wait_on(cancelled) is None
     assert failing.calls(str(tmp_path / "b")) == 0
@@ -161,19 +164,25 @@ def test_same_outcomes_as_pycompss(tmp_path):
         pytest.skip("the compss-emulator folder is not beside the project")
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.pop("DISLIB_NN_BACKEND", None)
-    reports = {}
-    for name, command in (
-            ("compss", [EMULATOR, f"--pythonpath={ROOT}", APP]),
-            ("local", [APP]), ("sequential", [APP])):
-        folder = tmp_path / name
-        folder.mkdir()
-        run_env = dict(env, DISLIB_NN_BACKEND=name) \
-            if name == "sequential" else env
-        done = subprocess.run([sys.executable] + command + [str(folder)],
-                              capture_output=True, text=True, env=run_env,
-                              cwd=os.path.dirname(APP), timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        reports[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    commands = {"compss": [EMULATOR, f"--pythonpath={ROOT}", APP],
+                "local": [APP], "sequential": [APP]}
+    # The three applications are independent: they run side by side.
+    runs = RunAhead(jobs=len(commands), timeout=300)
+    try:
+        for name, command in commands.items():
+            folder = tmp_path / name
+            folder.mkdir()
+            run_env = dict(env, DISLIB_NN_BACKEND=name) \
+                if name == "sequential" else env
+            runs.start(name, [sys.executable] + command + [str(folder)],
+                       env=run_env, cwd=os.path.dirname(APP))
+        reports = {}
+        for name in commands:
+            done = runs.result(name)
+            assert done.returncode == 0, done.stderr[-3000:]
+            reports[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        runs.close()
     assert reports["local"] == reports["compss"]
     assert reports["sequential"] == reports["compss"]
     assert reports["compss"]["calls"]["retry"] == 2

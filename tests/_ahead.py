@@ -1,0 +1,84 @@
+"""Run independent scripts side by side, ahead of the tests that check them.
+
+The docs blocks and the failure-policy applications each run as a
+fresh ``python script.py`` process, independent of the others, and
+much of their time is start-up (the interpreter, torch, the local
+pool's fork server). ``RunAhead`` starts such runs in order, a few at a
+time, in background threads; a test then waits for its own run and
+checks it as before. Every run is still its own process in its own
+folder, with the same command and environment. (The examples train for
+longer: run side by side on two cores they were slower, not faster.)
+"""
+
+import os
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+
+def default_jobs():
+    """Runs at once: one per core, at least 2 and at most 4."""
+    return max(2, min(4, os.cpu_count() or 1))
+
+
+class RunAhead:
+    """Runs commands in the background, at most ``jobs`` at a time.
+
+    ``start(key, args, **popen_kwargs)`` queues a run; ``result(key)``
+    waits for it and returns a ``subprocess.CompletedProcess`` (text
+    output). ``close()`` kills what still runs and drops what is queued.
+    """
+
+    def __init__(self, jobs=None, timeout=600):
+        self._pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
+        self._timeout = timeout
+        self._futures = {}
+        self._running = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self, key, args, **kwargs):
+        self._futures[key] = self._pool.submit(self._run, args, kwargs)
+
+    def started(self, key):
+        return key in self._futures
+
+    def result(self, key):
+        return self._futures.pop(key).result()
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            for process in self._running:
+                process.kill()
+        for future in self._futures.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+
+    def _run(self, args, kwargs):
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("RunAhead was closed before this run")
+            process = subprocess.Popen(args, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True,
+                                       **kwargs)
+            self._running.add(process)
+        try:
+            stdout, stderr = process.communicate(timeout=self._timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        return subprocess.CompletedProcess(args, process.returncode,
+                                           stdout, stderr)
+
+
+def selected_params(request, function, name):
+    """``(test id, value of parameter name)`` of the selected items of
+    ``function`` in this session, in the order they will run."""
+    return [(item.callspec.id, item.callspec.params[name])
+            for item in request.session.items
+            if getattr(item, "function", None) is function]
