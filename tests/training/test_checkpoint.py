@@ -46,15 +46,32 @@ def _run_to_end(tmp_path, tag, backend, checkpoint_dir, resume, name):
     return torch.load(out), calls
 
 
+def _epochs_checkpointed(checkpoint_dir):
+    path = os.path.join(checkpoint_dir, "checkpoint.pt")
+    if not os.path.exists(path):
+        return 0
+    return int(torch.load(path, weights_only=True)["n_epochs_"])
+
+
 def _run_and_kill(tmp_path, backend, checkpoint_dir, name):
+    """Kill the fit half-way through epoch KILL_EPOCH (0-based), once the
+    checkpoint of the epoch before it has landed.
+
+    The master writes a checkpoint as soon as the merged epoch's copy
+    reaches it, while the next epoch trains: a kill in the moment before
+    that would repeat the epoch before too (docs/estimators.md). Each
+    forward sleeps 0.25 s, so an epoch lasts about a second, far more
+    than that moment takes on a loaded machine.
+    """
     marker = tmp_path / "killed.marker"
     proc = subprocess.Popen(
         _command(tmp_path / "killed.pt", checkpoint_dir, False, name),
-        cwd=ROOT, env=_env(backend, marker, 0.1), start_new_session=True)
+        cwd=ROOT, env=_env(backend, marker, 0.25), start_new_session=True)
     target = run.CALLS_PER_EPOCH * KILL_EPOCH + run.CALLS_PER_EPOCH // 2
     deadline = time.monotonic() + 300
     try:
-        while not (marker.exists() and marker.stat().st_size >= target):
+        while not (marker.exists() and marker.stat().st_size >= target
+                   and _epochs_checkpointed(checkpoint_dir) >= KILL_EPOCH):
             assert proc.poll() is None, "the fit ended before the kill"
             assert time.monotonic() < deadline, "the fit never got there"
             time.sleep(0.01)
@@ -67,6 +84,8 @@ def _run_and_kill(tmp_path, backend, checkpoint_dir, name):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not (tmp_path / "killed.pt").exists()
+    # Killed in the middle of epoch KILL_EPOCH, as the test means to be.
+    assert marker.stat().st_size < run.CALLS_PER_EPOCH * (KILL_EPOCH + 1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
