@@ -83,6 +83,7 @@ class Engine:
                       "defaults": spec.defaults}
             args_payload = _dump_arguments(spec, arguments, plan.slots)
             node = plan.commit(_serialize.dumps(header), args_payload)
+            node.seq = next(self._ids)
             self._nodes[node] = [spec.on_failure, 0]
             self._running += 1
             self._schedule(node)
@@ -140,11 +141,18 @@ class Engine:
                     _warn(f"task {node.name}() raised {status[1]}; "
                           f"on_failure='IGNORE': its outputs take their "
                           f"@on_failure defaults (None without one).")
+                # Every output first, then the readers they made ready, in
+                # the order they were submitted: a reader of two outputs
+                # (say a checkpoint's copy of a model and its momentum)
+                # does not queue behind later tasks that read one.
+                ready = []
                 for target, payload in zip(node.targets, result[1:]):
                     if isinstance(target, _Group):
                         target.current = payload
                     else:
-                        self._resolve(target, payload)
+                        ready += self._resolve(target, payload, defer=True)
+                for reader in sorted(ready, key=lambda n: n.seq):
+                    self._ready(reader)
                 self._finish(node)
             else:
                 _, kind, message, remote_tb, exc_data = status
@@ -198,15 +206,23 @@ class Engine:
         self._job_failed(node, _failure_of(node.name, exc), ran=False,
                          retryable=False)
 
-    def _resolve(self, fut, payload):
+    def _resolve(self, fut, payload, defer=False):
+        """Give ``fut`` its value and wake its readers; with ``defer``,
+        return the readers it made ready instead of dispatching them."""
         fut._state = _DONE
         fut._payload = (None if fut._deleted and fut._consumers == 0
                         else payload)
         waiters, fut._waiters = fut._waiters, []
+        ready = []
         for node in waiters:
             node.pending -= 1
             if node.pending == 0:
-                self._ready(node)
+                ready.append(node)
+        if defer:
+            return ready
+        for node in ready:
+            self._ready(node)
+        return []
 
     def _fail(self, node, failure, ran=False):
         for target in node.targets:

@@ -45,10 +45,11 @@ class _Group:
 
 class _Node:
     __slots__ = ("name", "header", "args", "deps", "waits", "targets",
-                 "groups", "pending")
+                 "groups", "pending", "seq")
 
     def __init__(self, name):
         self.name = name
+        self.seq = 0         # submission order, set by the engine
         self.header = None
         self.args = None
         self.deps = []       # slot index -> Future or _Group

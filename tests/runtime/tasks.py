@@ -151,3 +151,11 @@ def apply(fn, x):
 
 def square(x):
     return x * x
+
+
+@task(returns=1)
+def log_name(path, name, a, b=None):
+    """Append ``name`` to the file ``path`` (the order tasks ran in)."""
+    with open(path, "a") as f:
+        f.write(name + "\n")
+    return name
