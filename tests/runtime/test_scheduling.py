@@ -9,7 +9,9 @@ from tests.runtime import tasks
 
 def test_readers_made_ready_by_one_task_start_in_submission_order(tmp_path):
     # One worker: what starts first is what the engine dispatched first.
-    runtime.set_backend("local", n_workers=1, threads_per_worker=1)
+    # A configuration no other test uses, so a pool of its own (a test
+    # in test_failures.py breaks the pool of 1 worker x 1 thread).
+    runtime.set_backend("local", n_workers=1, threads_per_worker=2)
     try:
         path = str(tmp_path / "order")
         first, second = tasks.pair(tasks.after(1, 0.5))
