@@ -137,7 +137,7 @@ _PARAMETERS = """
         infinite loss, weights or optimizer state; never merged).
         ``"retry"`` runs that epoch again from its starting state with
         the same seed: up to ``max_retries`` times when it raised, once
-        when it diverged, then raises. ``"skip"`` drops its update (the
+        when it diverged (if ``max_retries >= 1``), then raises. ``"skip"`` drops its update (the
         merge weights are renormalised over the others; when none is
         left the model stays as it was), warns, and records it in
         ``history_``. ``"raise"`` raises at once: ``TrainingTaskError``
