@@ -1,5 +1,6 @@
 """Modules the training tests use (module level: workers import them)."""
 
+import fcntl
 import os
 import signal
 
@@ -104,10 +105,18 @@ class SlowOddReplica(nn.Module):
 
 
 def _next_call(counter):
-    """Count one training forward in the file ``counter``; its number."""
+    """Count one training forward in the file ``counter``; its number.
+
+    The lock makes append-then-size one step. Without it (a buffered
+    ``tell()`` counts from the size seen at open), two workers opening
+    the file at once got the same number, and the fault meant for one
+    call number could be skipped (a flaky "DID NOT RAISE" in CI).
+    """
     with open(counter, "ab") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         f.write(b".")
-        return f.tell()
+        f.flush()
+        return os.fstat(f.fileno()).st_size
 
 
 class NaNOnCalls(nn.Module):
