@@ -73,7 +73,6 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    import dislib_nn as dnn
     from dislib_nn import SyncEpochAveragingClassifier, runtime
 
     X_train, X_test, y_train, y_test = load(args.seed)

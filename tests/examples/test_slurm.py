@@ -29,6 +29,24 @@ def _launcher_options(path):
     return options
 
 
+def _docs_commands():
+    """The runcompss / enqueue_compss commands in docs/hpc.md's blocks,
+    each as the set of options given before the application's script."""
+    with open(os.path.join(ROOT, "docs", "hpc.md")) as f:
+        blocks = re.findall(r"```bash\n(.*?)```", f.read(), re.DOTALL)
+    commands = []
+    for block in blocks:
+        text = block.replace("\\\n", " ")
+        for line in text.splitlines():
+            words = line.split()
+            if words and words[0] in ("runcompss", "enqueue_compss"):
+                app = next(i for i, w in enumerate(words) if
+                           w.endswith(".py"))
+                commands.append({m for w in words[1:app] for m in
+                                 re.findall(r"^--([a-z_]+)", w)})
+    return commands
+
+
 def _readme_options():
     with open(os.path.join(SLURM, "README.md")) as f:
         text = f.read()
@@ -68,6 +86,26 @@ def test_readme_explains_every_option_and_names_only_real_ones():
     unknown = sorted(o for o in explained
                      if not re.search(rf"--{o}[=< ]", reference))
     assert unknown == []
+
+
+def test_docs_commands_name_only_real_options():
+    reference = _reference_text()
+    commands = _docs_commands()
+    assert len(commands) >= 3
+    unknown = sorted(o for options in commands for o in options
+                     if not re.search(rf"--{o}[=< ]", reference))
+    assert unknown == []
+
+
+def test_a_worker_in_the_master_gets_its_memory():
+    # launch_compss refuses worker_in_master_cpus > 0 without a memory
+    # (unless a site default gives one).
+    commands = _docs_commands() + [
+        _launcher_options(path)
+        for path in glob.glob(os.path.join(SLURM, "*.sh"))]
+    with_cpus = [c for c in commands if "worker_in_master_cpus" in c]
+    assert with_cpus
+    assert all("worker_in_master_memory" in c for c in with_cpus)
 
 
 @pytest.mark.parametrize("name", ["resources.xml", "project.xml"])
