@@ -130,6 +130,8 @@ def _make_engine():
                       "sequential")
     from dislib_nn.runtime._local import LocalExecutor
     key = _local_key()
+    if key in _pools and not _pools[key].usable:
+        _pools.pop(key).shutdown()      # stopped for good: start afresh
     if key not in _pools:
         _pools[key] = Engine(lambda e: LocalExecutor(e, *key), "local")
         atexit.register(_pools[key].shutdown)
@@ -197,7 +199,8 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
 
     Futures belong to the backend that made them and cannot be passed to
     tasks of another one. A local pool stays alive after a switch and is
-    used again when its configuration comes back; all pools stop at
+    used again when its configuration comes back (a pool that stopped
+    after an internal error is replaced by a new one); all pools stop at
     interpreter exit. ``compss`` can only be chosen when the script
     already runs inside COMPSs, where it is chosen automatically.
     """

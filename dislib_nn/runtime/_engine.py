@@ -369,6 +369,11 @@ class Engine:
                 if fut._consumers == 0:
                     fut._payload = None
 
+    @property
+    def usable(self):
+        """Whether tasks submitted now can run."""
+        return not self._closed and getattr(self.executor, "usable", True)
+
     def shutdown(self):
         with self.lock:
             self._closed = True

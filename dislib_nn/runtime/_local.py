@@ -58,6 +58,12 @@ class LocalExecutor:
         self._stopping = False
         self._failure = None
 
+    @property
+    def usable(self):
+        """False once the pool has stopped for good: after an internal
+        error, or when its workers cannot import the program."""
+        return self._failure is None
+
     # ----------------------------------------------------------- workers
     def _start(self):
         _raise_fd_limit()

@@ -73,5 +73,9 @@ def test_internal_error_in_the_master_fails_tasks_instead_of_hanging(
             wait_on(tasks.add(1, 3))
         # Let the thread end inside this test, where its warning is known.
         engine.executor._receiver.join(timeout=10)
+        # As the error says: set_backend() starts a new pool.
+        runtime.set_backend("local", n_workers=1, threads_per_worker=1)
+        assert runtime._current_engine() is not engine
+        assert wait_on(tasks.add(1, 4)) == 5
     finally:
         runtime.set_backend("local", n_workers=2, threads_per_worker=1)
