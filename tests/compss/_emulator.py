@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -35,16 +36,23 @@ needs_emulator = pytest.mark.skipif(
            f"DISLIB_NN_SHARED to the folder that holds them")
 
 
+def compss_command(app, *args, pythonpath=None):
+    """The command line that runs ``app`` under the emulated ``runcompss``
+    (with two executors: the two CPUs of the emulated node), after
+    :func:`warm_bytecode`."""
+    warm_bytecode()
+    extra = [f"--pythonpath={pythonpath}"] if pythonpath else []
+    return [sys.executable, EMULATOR, "--executors=2", *extra, app, *args]
+
+
 def start_compss(app, *args):
     """Start ``apps/APP`` under the emulated ``runcompss``.
 
-    Like ``runcompss --pythonpath=$PWD``, from the app's folder, with two
-    executors (the two CPUs of the emulated node). Returns a handle for
-    :func:`report`; runs started together overlap (each emulated run
-    executes its tasks one at a time).
+    Like ``runcompss --pythonpath=$PWD``, from the app's folder. Returns a
+    handle for :func:`report`; runs started together overlap (each
+    emulated run executes its tasks one at a time).
     """
-    return _start([sys.executable, EMULATOR, "--executors=2", app, *args],
-                  f"runcompss {app}")
+    return _start(compss_command(app, *args), f"runcompss {app}")
 
 
 def start_python(app, *args):
@@ -68,7 +76,7 @@ def _start(cmd, what):
     # Files, not pipes: runs started together are read one after the
     # other, and a full pipe would stall the others.
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(cmd, cwd=APPS, env=_clean_env(), stdout=out,
+    proc = subprocess.Popen(cmd, cwd=APPS, env=clean_env(), stdout=out,
                             stderr=err, text=True)
     return proc, out, err, what
 
@@ -89,10 +97,42 @@ def _finish(handle, timeout):
                                        *texts), what
 
 
-def _clean_env():
+_warmed = threading.Lock(), []
+
+# What an emulated master and executor import (torch compiles its dynamo
+# modules when the first optimizer is made).
+_WARM_UP = ("import dislib_nn, sklearn.metrics, torch\n"
+            "torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1)\n")
+
+
+def warm_bytecode():
+    """Compile, once per test session, the bytecode ``python -O`` reads.
+
+    runcompss runs Python with ``-O``, which loads ``.opt-1.pyc`` files:
+    pip writes none, and where ``PYTHONDONTWRITEBYTECODE`` is set no run
+    writes them either, so every emulated master and executor compiled
+    torch from source again (8 s of CPU each, against 2 s for an import
+    from bytecode). The emulated runs may write bytecode (see
+    :func:`clean_env`), and this one process writes the bulk of it before
+    they start side by side.
+    """
+    lock, done = _warmed
+    with lock:
+        if not done:
+            subprocess.run([sys.executable, "-O", "-c", _WARM_UP],
+                           env=clean_env(), cwd=APPS, capture_output=True,
+                           timeout=600)
+            done.append(True)
+
+
+def clean_env():
+    """The environment an emulated or plain app run gets: none of the
+    suite's backend settings, and bytecode written (see
+    :func:`warm_bytecode`)."""
     env = dict(os.environ)
     for name in ("DISLIB_NN_BACKEND", "DISLIB_NN_WORKERS", "PYTHONPATH",
-                 "ComputingUnits", "ComputingUnitsGPUs"):
+                 "ComputingUnits", "ComputingUnitsGPUs",
+                 "PYTHONDONTWRITEBYTECODE"):
         env.pop(name, None)
     return env
 

@@ -15,11 +15,11 @@ from dislib_nn.exceptions import (TaskDefinitionError, TaskError,
                                   TaskFailureWarning, WorkerDiedError)
 from dislib_nn.runtime import INOUT, on_failure, task, wait_on
 from tests._ahead import RunAhead
+from tests.compss._emulator import clean_env, compss_command, needs_emulator
 from tests.runtime import failing, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 APP = os.path.join(os.path.dirname(__file__), "scripts", "failure_app.py")
-EMULATOR = os.path.join(ROOT, "..", "shared", "compss-emulator", "run.py")
 
 pytestmark = pytest.mark.filterwarnings("ignore::dislib_nn.exceptions."
                                         "TaskFailureWarning")
@@ -158,14 +158,13 @@ def test_killed_worker_with_cancel_successors(local, tmp_path):
     assert failing.calls(str(tmp_path / "b")) == 0
 
 
+@needs_emulator
 def test_same_outcomes_as_pycompss(tmp_path):
     """The local backends against the real binding (compss-emulator)."""
-    if not os.path.exists(EMULATOR):
-        pytest.skip("the compss-emulator folder is not beside the project")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("DISLIB_NN_BACKEND", None)
-    commands = {"compss": [EMULATOR, f"--pythonpath={ROOT}", APP],
-                "local": [APP], "sequential": [APP]}
+    env = dict(clean_env(), PYTHONPATH=ROOT)
+    commands = {"compss": compss_command(APP, pythonpath=ROOT),
+                "local": [sys.executable, APP],
+                "sequential": [sys.executable, APP]}
     # The three applications are independent: they run side by side.
     runs = RunAhead(jobs=len(commands), timeout=300)
     try:
@@ -174,7 +173,7 @@ def test_same_outcomes_as_pycompss(tmp_path):
             folder.mkdir()
             run_env = dict(env, DISLIB_NN_BACKEND=name) \
                 if name == "sequential" else env
-            runs.start(name, [sys.executable] + command + [str(folder)],
+            runs.start(name, command + [str(folder)],
                        env=run_env, cwd=os.path.dirname(APP))
         reports = {}
         for name in commands:
@@ -189,10 +188,9 @@ def test_same_outcomes_as_pycompss(tmp_path):
     assert reports["compss"]["cancel_reader"] is None
 
 
+@needs_emulator
 def test_fail_stops_a_compss_application(tmp_path):
     """Under COMPSs a task that fails for good ends the application."""
-    if not os.path.exists(EMULATOR):
-        pytest.skip("the compss-emulator folder is not beside the project")
     script = tmp_path / "fail_app.py"
     script.write_text(
         "import sys\nfrom dislib_nn.runtime import wait_on\n"
@@ -200,11 +198,10 @@ def test_fail_stops_a_compss_application(tmp_path):
         "if __name__ == '__main__':\n"
         "    wait_on(failing.flaky_fail(sys.argv[1], 1, 7))\n"
         "    print('not reached')\n")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("DISLIB_NN_BACKEND", None)
     done = subprocess.run(
-        [sys.executable, EMULATOR, f"--pythonpath={ROOT}", str(script),
-         str(tmp_path / "calls")], capture_output=True, text=True, env=env,
+        compss_command(str(script), str(tmp_path / "calls"),
+                       pythonpath=ROOT),
+        capture_output=True, text=True, env=dict(clean_env(), PYTHONPATH=ROOT),
         cwd=str(tmp_path), timeout=300)
     assert done.returncode != 0 and "not reached" not in done.stdout
     assert failing.calls(str(tmp_path / "calls")) == 1
