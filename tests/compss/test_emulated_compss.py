@@ -93,12 +93,16 @@ def test_fit_predict_score_under_compss_match_the_local_backend(
     for key, value in expected["weights"].items():
         assert got["weights"][key] == pytest.approx(value, rel=1e-5,
                                                     abs=1e-5), key
-    for name in ("history", "predict", "ds_predict"):
+    # Predictions and scores on ds-tensors: after the default fits.
+    names = ["history", "predict"] + (["ds_predict"] if case.endswith(
+        "/default") else [])
+    for name in names:
         assert _flat(got[name]) == pytest.approx(_flat(expected[name]),
                                                  rel=1e-5, abs=1e-6,
                                                  nan_ok=True), name
     assert got["score"] == pytest.approx(expected["score"], rel=1e-6)
-    assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
+    if case.endswith("/default"):
+        assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
 
 
 @pytest.mark.parametrize("policy", ["retry", "skip"])
@@ -129,8 +133,10 @@ def test_asynchronous_fit_predict_score_run_under_compss(fit_reports, kind,
     assert got["weights"].keys() == expected["weights"].keys()
     assert all(math.isfinite(v) for v in got["weights"].values())
     assert len(got["history"]) == len(expected["history"])
-    assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
-    assert len(got["predict"]) == len(got["ds_predict"]) == 8
+    assert len(got["predict"]) == 8
+    if setting == "default":
+        assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
+        assert len(got["ds_predict"]) == 8
 
 
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])

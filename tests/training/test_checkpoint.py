@@ -38,12 +38,22 @@ def _command(out, checkpoint_dir, resume, name):
             str(out), str(checkpoint_dir), str(int(resume)), name]
 
 
-def _run_to_end(tmp_path, tag, backend, checkpoint_dir, resume, name):
+def _start_to_end(tmp_path, tag, backend, checkpoint_dir, resume, name):
+    """Start a fit that runs to its end; call the result to wait for it:
+    ``(its saved state, its training forward calls)``."""
     out, marker = tmp_path / f"{tag}.pt", tmp_path / f"{tag}.marker"
-    subprocess.run(_command(out, checkpoint_dir, resume, name), cwd=ROOT,
-                   env=_env(backend, marker, 0), check=True, timeout=300)
-    calls = marker.stat().st_size if marker.exists() else 0
-    return torch.load(out), calls
+    err = tmp_path / f"{tag}.err"       # a file: nobody reads a pipe yet
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(_command(out, checkpoint_dir, resume, name),
+                                cwd=ROOT, env=_env(backend, marker, 0),
+                                stderr=stderr)
+
+    def finish():
+        proc.wait(timeout=300)
+        assert proc.returncode == 0, err.read_text()[-3000:]
+        calls = marker.stat().st_size if marker.exists() else 0
+        return torch.load(out), calls
+    return finish
 
 
 def _epochs_checkpointed(checkpoint_dir):
@@ -91,12 +101,15 @@ def _run_and_kill(tmp_path, backend, checkpoint_dir, name):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_killed_fit_resumes_to_the_uninterrupted_model(tmp_path, backend):
     name = "SyncEpochAveragingRegressor"
-    reference, full_calls = _run_to_end(tmp_path, "reference", backend, "-",
-                                        False, name)
+    # The uninterrupted fit runs beside the one that is killed (whose
+    # forwards mostly sleep).
+    reference = _start_to_end(tmp_path, "reference", backend, "-", False,
+                              name)
     checkpoint_dir = tmp_path / "checkpoints"
     _run_and_kill(tmp_path, backend, checkpoint_dir, name)
-    resumed, calls = _run_to_end(tmp_path, "resumed", backend,
-                                 checkpoint_dir, True, name)
+    reference, full_calls = reference()
+    resumed, calls = _start_to_end(tmp_path, "resumed", backend,
+                                   checkpoint_dir, True, name)()
     assert full_calls == run.CALLS_PER_EPOCH * run.N_EPOCHS
     # Epochs before KILL_EPOCH were done; at most the one killed is run
     # again, on both backends.
