@@ -12,7 +12,6 @@ is start-up on one core.
 import glob
 import os
 import re
-import subprocess
 import sys
 
 import pytest

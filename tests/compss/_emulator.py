@@ -14,6 +14,7 @@ Tests skip, saying why, where the emulator is absent.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -60,15 +61,84 @@ def start_python(app, *args):
     return _start([sys.executable, app, *args], f"python {app}")
 
 
+# The runs tests/compss checks. They take minutes of CPU and none of the
+# suite's other tests needs them, so they start with the session, beside
+# the rest of the suite, and their tests run last (tests/conftest.py).
+# The emulator runs one task at a time: fit_app's two halves side by
+# side finish sooner than one run of both.
+AHEAD = {("data_app.py", "python"): ("python", "data_app.py"),
+         ("data_app.py", "compss"): ("compss", "data_app.py"),
+         ("fit_app.py", "python"): ("python", "fit_app.py"),
+         ("fit_app.py", "compss-sync"): ("compss", "fit_app.py", "sync"),
+         ("fit_app.py", "compss-async"): ("compss", "fit_app.py", "async"),
+         ("raise_app.py", "compss"): ("compss", "raise_app.py")}
+_ahead = {"lock": threading.Lock(), "thread": None, "handles": {},
+          "stopped": False}
+
+
+def start_ahead():
+    """Start every run of :data:`AHEAD` in the background (once)."""
+    with _ahead["lock"]:
+        if _ahead["thread"] is None:
+            _ahead["thread"] = threading.Thread(target=_start_ahead,
+                                                daemon=True)
+            _ahead["thread"].start()
+
+
+def ahead(key):
+    """The handle of the run ``key`` of :data:`AHEAD` (started if need be):
+    for :func:`report` or :func:`failed_run`."""
+    start_ahead()
+    _ahead["thread"].join()
+    return _ahead["handles"][key]
+
+
+def stop_ahead():
+    """Kill what still runs of :data:`AHEAD` (the session is ending)."""
+    with _ahead["lock"]:
+        _ahead["stopped"] = True
+        thread = _ahead["thread"]
+    if thread is not None:
+        thread.join()
+    handles = list(_ahead["handles"].values())
+    for proc, _, _, _ in handles:
+        if proc.poll() is None:
+            # The emulator ends every process of its run on SIGTERM (its
+            # executors live in sessions of their own).
+            proc.terminate()
+    for proc, out, err, _ in handles:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)     # and what is left
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        out.close()
+        err.close()
+
+
+def _start_ahead():
+    warm_bytecode()
+    for key, (how, app, *args) in AHEAD.items():
+        with _ahead["lock"]:
+            if _ahead["stopped"]:
+                return
+            _ahead["handles"][key] = (start_compss if how == "compss"
+                                      else start_python)(app, *args)
+
+
 def report(handle, timeout=1800):
     """The JSON report a started app printed last (it must succeed)."""
     done, what = _finish(handle, timeout)
     return _report(done, what)
 
 
-def run_compss_failing(app, *args, timeout=900):
-    """Run an app expected to fail: its exit code and standard error."""
-    done, _ = _finish(start_compss(app, *args), timeout)
+def failed_run(handle, timeout=900):
+    """A started app expected to fail: its exit code and standard error."""
+    done, _ = _finish(handle, timeout)
     return done.returncode, done.stderr
 
 
@@ -76,8 +146,9 @@ def _start(cmd, what):
     # Files, not pipes: runs started together are read one after the
     # other, and a full pipe would stall the others.
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    # A session of its own: stop_ahead() kills the run's whole tree.
     proc = subprocess.Popen(cmd, cwd=APPS, env=clean_env(), stdout=out,
-                            stderr=err, text=True)
+                            stderr=err, text=True, start_new_session=True)
     return proc, out, err, what
 
 
@@ -92,7 +163,6 @@ def _finish(handle, timeout):
     for f in (out, err):
         f.seek(0)
         texts.append(f.read())
-        f.close()
     return subprocess.CompletedProcess(proc.args, proc.returncode,
                                        *texts), what
 

@@ -12,26 +12,19 @@ import math
 
 import pytest
 
-from tests.compss._emulator import (needs_emulator, report,
-                                    run_compss_failing, start_compss,
-                                    start_python)
+from tests.compss._emulator import ahead, failed_run, needs_emulator, report
 
 pytestmark = needs_emulator
 
 
 @pytest.fixture(scope="module")
 def reports():
-    """Every app, with python and under runcompss, all started at once."""
-    handles = {("data_app.py", "python"): start_python("data_app.py"),
-               ("data_app.py", "compss"): start_compss("data_app.py"),
-               ("fit_app.py", "python"): start_python("fit_app.py"),
-               # The emulator runs one task at a time: two applications
-               # side by side finish sooner than one doing both.
-               ("fit_app.py", "compss-sync"): start_compss("fit_app.py",
-                                                           "sync"),
-               ("fit_app.py", "compss-async"): start_compss("fit_app.py",
-                                                            "async")}
-    reports = {key: report(handle) for key, handle in handles.items()}
+    """Every app, with python and under runcompss (started together, with
+    the session: see ``_emulator.AHEAD``)."""
+    reports = {key: report(ahead(key)) for key in [
+        ("data_app.py", "python"), ("data_app.py", "compss"),
+        ("fit_app.py", "python"), ("fit_app.py", "compss-sync"),
+        ("fit_app.py", "compss-async")]}
     compss = reports.pop(("fit_app.py", "compss-sync"))
     compss.update(reports.pop(("fit_app.py", "compss-async")))
     reports["fit_app.py", "compss"] = compss
@@ -142,15 +135,15 @@ def test_asynchronous_fit_predict_score_run_under_compss(fit_reports, kind,
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
 def test_asynchronous_with_no_lag_is_synchronous_under_compss(fit_reports,
                                                               kind):
-    for report in fit_reports:
-        lag0 = report[f"async-{kind}/lag0"]["weights"]
-        sync = report[f"{kind}/default"]["weights"]
+    for run in fit_reports:
+        lag0 = run[f"async-{kind}/lag0"]["weights"]
+        sync = run[f"{kind}/default"]["weights"]
         for key, value in sync.items():
             assert lag0[key] == pytest.approx(value, rel=1e-5, abs=1e-5)
 
 
 def test_a_failing_script_makes_runcompss_fail():
-    code, stderr = run_compss_failing("raise_app.py")
+    code, stderr = failed_run(ahead(("raise_app.py", "compss")))
     assert code != 0
     assert "must keep the rows of its block" in stderr
 
