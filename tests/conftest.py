@@ -52,6 +52,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     from tests.compss import _emulator
+    if session.config.option.collectonly:
+        return
     if os.path.isfile(_emulator.EMULATOR) and any(
             _checks_emulated_runs(item) for item in session.items):
         _emulator.start_ahead()
