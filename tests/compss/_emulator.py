@@ -90,6 +90,9 @@ def ahead(key):
     for :func:`report` or :func:`failed_run`."""
     start_ahead()
     _ahead["thread"].join()
+    if key not in _ahead["handles"]:
+        raise AssertionError(f"the run {key} did not start: "
+                             f"{_ahead.get('error', 'the session ended')}")
     return _ahead["handles"][key]
 
 
@@ -103,31 +106,41 @@ def stop_ahead():
     handles = list(_ahead["handles"].values())
     for proc, _, _, _ in handles:
         if proc.poll() is None:
-            # The emulator ends every process of its run on SIGTERM (its
-            # executors live in sessions of their own).
             proc.terminate()
     for proc, out, err, _ in handles:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)     # and what is left
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        _end(proc)
         out.close()
         err.close()
 
 
+def _end(proc):
+    """End a run and every process it started. The emulator ends its
+    run's processes on SIGTERM (its executors live in sessions of their
+    own, out of reach of a kill of the run's group)."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)     # what is left of the group
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def _start_ahead():
-    warm_bytecode()
-    for key, (how, app, *args) in AHEAD.items():
-        with _ahead["lock"]:
-            if _ahead["stopped"]:
-                return
-            _ahead["handles"][key] = (start_compss if how == "compss"
-                                      else start_python)(app, *args)
+    try:
+        warm_bytecode()
+        for key, (how, app, *args) in AHEAD.items():
+            with _ahead["lock"]:
+                if _ahead["stopped"]:
+                    return
+                _ahead["handles"][key] = (start_compss if how == "compss"
+                                          else start_python)(app, *args)
+    except Exception as exc:  # noqa: BLE001 - ahead() reports it
+        _ahead["error"] = repr(exc)
 
 
 def report(handle, timeout=1800):
@@ -157,8 +170,7 @@ def _finish(handle, timeout):
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        _end(proc)
     texts = []
     for f in (out, err):
         f.seek(0)
@@ -189,9 +201,12 @@ def warm_bytecode():
     lock, done = _warmed
     with lock:
         if not done:
-            subprocess.run([sys.executable, "-O", "-c", _WARM_UP],
-                           env=clean_env(), cwd=APPS, capture_output=True,
-                           timeout=600)
+            try:
+                subprocess.run([sys.executable, "-O", "-c", _WARM_UP],
+                               env=clean_env(), cwd=APPS,
+                               capture_output=True, timeout=600)
+            except subprocess.TimeoutExpired:
+                pass        # only a speed-up: the runs compile the rest
             done.append(True)
 
 
