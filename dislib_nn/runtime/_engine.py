@@ -150,9 +150,8 @@ class Engine:
                     if isinstance(target, _Group):
                         target.current = payload
                     else:
-                        ready += self._resolve(target, payload, defer=True)
-                for reader in sorted(ready, key=lambda n: n.seq):
-                    self._ready(reader)
+                        ready += self._resolve(target, payload)
+                self._start(ready)
                 self._finish(node)
             else:
                 _, kind, message, remote_tb, exc_data = status
@@ -206,9 +205,9 @@ class Engine:
         self._job_failed(node, _failure_of(node.name, exc), ran=False,
                          retryable=False)
 
-    def _resolve(self, fut, payload, defer=False):
-        """Give ``fut`` its value and wake its readers; with ``defer``,
-        return the readers it made ready instead of dispatching them."""
+    def _resolve(self, fut, payload):
+        """Give ``fut`` its value; the readers that were waiting only for
+        it (for :meth:`_start`)."""
         fut._state = _DONE
         fut._payload = (None if fut._deleted and fut._consumers == 0
                         else payload)
@@ -218,11 +217,12 @@ class Engine:
             node.pending -= 1
             if node.pending == 0:
                 ready.append(node)
-        if defer:
-            return ready
-        for node in ready:
+        return ready
+
+    def _start(self, readers):
+        """Dispatch readers made ready, in the order they were submitted."""
+        for node in sorted(readers, key=lambda n: n.seq):
             self._ready(node)
-        return []
 
     def _fail(self, node, failure, ran=False):
         for target in node.targets:
@@ -264,9 +264,9 @@ class Engine:
             if group.failure is not None:
                 self._reject(group.result, group.failure)
             else:
-                self._resolve(group.result, group.current
-                              if group.current is not None
-                              else group.base._payload)
+                self._start(self._resolve(
+                    group.result, group.current if group.current is not None
+                    else group.base._payload))
 
     # ---------------------------------------------------------- versions
     def latest(self, obj):

@@ -137,14 +137,14 @@ _PARAMETERS = """
         infinite loss, weights or optimizer state; never merged).
         ``"retry"`` runs that epoch again from its starting state with
         the same seed: up to ``max_retries`` times when it raised, once
-        when it diverged (if ``max_retries >= 1``), then raises. ``"skip"`` drops its update (the
-        merge weights are renormalised over the others; when none is
-        left the model stays as it was), warns, and records it in
-        ``history_``. ``"raise"`` raises at once: ``TrainingTaskError``
-        or ``DivergenceError``, naming the epoch and the worker. A task
-        whose worker process died is run again by the runtime under
-        ``"retry"`` and ``"skip"`` (not under ``"raise"``); see
-        docs/estimators.md.
+        when it diverged (if ``max_retries >= 1``), then raises.
+        ``"skip"`` drops its update (the merge weights are renormalised
+        over the others; when none is left the model stays as it was),
+        warns, and records it in ``history_``. ``"raise"`` raises at
+        once: ``TrainingTaskError`` or ``DivergenceError``, naming the
+        epoch and the worker. A task whose worker process died is run
+        again by the runtime under ``"retry"`` and ``"skip"`` (not under
+        ``"raise"``); see docs/estimators.md.
     max_retries : int, default=2
         With ``on_failure="retry"``: how many more times an epoch that
         raised runs before the fit stops.
