@@ -11,6 +11,7 @@ longer: run side by side on two cores they were slower, not faster.)
 """
 
 import os
+import signal
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -49,24 +50,26 @@ class RunAhead:
     def close(self):
         with self._lock:
             self._closed = True
-            for process in self._running:
-                process.kill()
+            running = list(self._running)
         for future in self._futures.values():
             future.cancel()
+        for process in running:
+            _end(process)
         self._pool.shutdown(wait=True)
 
     def _run(self, args, kwargs):
         with self._lock:
             if self._closed:
                 raise RuntimeError("RunAhead was closed before this run")
+            # A session of its own: _end() reaches the run's whole group.
             process = subprocess.Popen(args, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True,
-                                       **kwargs)
+                                       start_new_session=True, **kwargs)
             self._running.add(process)
         try:
             stdout, stderr = process.communicate(timeout=self._timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _end(process)
             process.communicate()
             raise
         finally:
@@ -74,6 +77,21 @@ class RunAhead:
                 self._running.discard(process)
         return subprocess.CompletedProcess(args, process.returncode,
                                            stdout, stderr)
+
+
+def _end(process):
+    """End a run and what it started: SIGTERM first (the COMPSs emulator
+    then ends its executors, which live in sessions of their own), then
+    SIGKILL to the run's process group."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def selected_params(request, function, name):

@@ -14,13 +14,13 @@ Tests skip, saying why, where the emulator is absent.
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 
 import pytest
+
+from tests._ahead import RunAhead
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -46,137 +46,80 @@ def compss_command(app, *args, pythonpath=None):
     return [sys.executable, EMULATOR, "--executors=2", *extra, app, *args]
 
 
-def start_compss(app, *args):
-    """Start ``apps/APP`` under the emulated ``runcompss``.
-
-    Like ``runcompss --pythonpath=$PWD``, from the app's folder. Returns a
-    handle for :func:`report`; runs started together overlap (each
-    emulated run executes its tasks one at a time).
-    """
-    return _start(compss_command(app, *args), f"runcompss {app}")
+def _command(how, app, *args):
+    if how == "compss":     # like runcompss --pythonpath=$PWD
+        return compss_command(app, *args)
+    return [sys.executable, app, *args]
 
 
-def start_python(app, *args):
-    """Start ``apps/APP`` with plain ``python`` (the local backend)."""
-    return _start([sys.executable, app, *args], f"python {app}")
-
-
-# The runs tests/compss checks. They take minutes of CPU and none of the
-# suite's other tests needs them, so they start with the session, beside
-# the rest of the suite, and their tests run last (tests/conftest.py).
-# The emulator runs one task at a time: fit_app's two halves side by
-# side finish sooner than one run of both.
+# The runs tests/compss checks, from the apps' folder. They take minutes
+# of CPU and none of the suite's other tests needs them, so they start
+# with the session, beside the rest of the suite, and their tests run
+# last (tests/conftest.py). The emulator runs one task at a time:
+# fit_app's two halves side by side finish sooner than one run of both.
 AHEAD = {("data_app.py", "python"): ("python", "data_app.py"),
          ("data_app.py", "compss"): ("compss", "data_app.py"),
          ("fit_app.py", "python"): ("python", "fit_app.py"),
          ("fit_app.py", "compss-sync"): ("compss", "fit_app.py", "sync"),
          ("fit_app.py", "compss-async"): ("compss", "fit_app.py", "async"),
          ("raise_app.py", "compss"): ("compss", "raise_app.py")}
-_ahead = {"lock": threading.Lock(), "thread": None, "handles": {},
-          "stopped": False}
+_ahead = {"lock": threading.Lock(), "thread": None, "runs": None,
+          "error": "the session ended first"}
 
 
 def start_ahead():
     """Start every run of :data:`AHEAD` in the background (once)."""
     with _ahead["lock"]:
         if _ahead["thread"] is None:
+            _ahead["runs"] = RunAhead(jobs=len(AHEAD), timeout=1800)
             _ahead["thread"] = threading.Thread(target=_start_ahead,
                                                 daemon=True)
             _ahead["thread"].start()
 
 
-def ahead(key):
-    """The handle of the run ``key`` of :data:`AHEAD` (started if need be):
-    for :func:`report` or :func:`failed_run`."""
-    start_ahead()
-    _ahead["thread"].join()
-    if key not in _ahead["handles"]:
-        raise AssertionError(f"the run {key} did not start: "
-                             f"{_ahead.get('error', 'the session ended')}")
-    return _ahead["handles"][key]
-
-
-def stop_ahead():
-    """Kill what still runs of :data:`AHEAD` (the session is ending)."""
-    with _ahead["lock"]:
-        _ahead["stopped"] = True
-        thread = _ahead["thread"]
-    if thread is not None:
-        thread.join()
-    handles = list(_ahead["handles"].values())
-    for proc, _, _, _ in handles:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc, out, err, _ in handles:
-        _end(proc)
-        out.close()
-        err.close()
-
-
-def _end(proc):
-    """End a run and every process it started. The emulator ends its
-    run's processes on SIGTERM (its executors live in sessions of their
-    own, out of reach of a kill of the run's group)."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)     # what is left of the group
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
 def _start_ahead():
     try:
         warm_bytecode()
-        for key, (how, app, *args) in AHEAD.items():
-            with _ahead["lock"]:
-                if _ahead["stopped"]:
-                    return
-                _ahead["handles"][key] = (start_compss if how == "compss"
-                                          else start_python)(app, *args)
+        for key, run in AHEAD.items():
+            _ahead["runs"].start(key, _command(*run), cwd=APPS,
+                                 env=clean_env())
     except Exception as exc:  # noqa: BLE001 - ahead() reports it
         _ahead["error"] = repr(exc)
 
 
-def report(handle, timeout=1800):
-    """The JSON report a started app printed last (it must succeed)."""
-    done, what = _finish(handle, timeout)
-    return _report(done, what)
+def ahead(key):
+    """The finished run ``key`` of :data:`AHEAD` (started if need be), a
+    ``subprocess.CompletedProcess``."""
+    start_ahead()
+    _ahead["thread"].join()
+    if not _ahead["runs"].started(key):
+        raise AssertionError(f"the run {key} did not start: "
+                             f"{_ahead['error']}")
+    return _ahead["runs"].result(key)
 
 
-def failed_run(handle, timeout=900):
-    """A started app expected to fail: its exit code and standard error."""
-    done, _ = _finish(handle, timeout)
-    return done.returncode, done.stderr
+def stop_ahead():
+    """End what still runs of :data:`AHEAD` (the session is ending)."""
+    with _ahead["lock"]:
+        thread, runs = _ahead["thread"], _ahead["runs"]
+    if thread is not None:
+        thread.join()
+        runs.close()
 
 
-def _start(cmd, what):
-    # Files, not pipes: runs started together are read one after the
-    # other, and a full pipe would stall the others.
-    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-    # A session of its own: stop_ahead() kills the run's whole tree.
-    proc = subprocess.Popen(cmd, cwd=APPS, env=clean_env(), stdout=out,
-                            stderr=err, text=True, start_new_session=True)
-    return proc, out, err, what
-
-
-def _finish(handle, timeout):
-    proc, out, err, what = handle
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _end(proc)
-    texts = []
-    for f in (out, err):
-        f.seek(0)
-        texts.append(f.read())
-    return subprocess.CompletedProcess(proc.args, proc.returncode,
-                                       *texts), what
+def report(key):
+    """The JSON report the run ``key`` printed last (it must succeed)."""
+    done = ahead(key)
+    if done.returncode != 0:
+        raise AssertionError(
+            f"{key} exited with {done.returncode}.\n--- stdout (tail)\n"
+            f"{done.stdout[-3000:]}\n--- stderr (tail)\n"
+            f"{done.stderr[-6000:]}")
+    lines = [line for line in done.stdout.splitlines()
+             if line.startswith("{")]
+    if not lines:
+        raise AssertionError(f"{key} printed no report:\n{done.stdout}")
+    return json.loads(lines[-1])
 
 
 _warmed = threading.Lock(), []
@@ -220,16 +163,3 @@ def clean_env():
                  "PYTHONDONTWRITEBYTECODE"):
         env.pop(name, None)
     return env
-
-
-def _report(done, what):
-    if done.returncode != 0:
-        raise AssertionError(
-            f"{what} exited with {done.returncode}.\n--- stdout (tail)\n"
-            f"{done.stdout[-3000:]}\n--- stderr (tail)\n"
-            f"{done.stderr[-6000:]}")
-    lines = [line for line in done.stdout.splitlines()
-             if line.startswith("{")]
-    if not lines:
-        raise AssertionError(f"{what} printed no report:\n{done.stdout}")
-    return json.loads(lines[-1])

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from tests.compss._emulator import ahead, failed_run, needs_emulator, report
+from tests.compss._emulator import ahead, needs_emulator, report
 
 pytestmark = needs_emulator
 
@@ -21,7 +21,7 @@ pytestmark = needs_emulator
 def reports():
     """Every app, with python and under runcompss (started together, with
     the session: see ``_emulator.AHEAD``)."""
-    reports = {key: report(ahead(key)) for key in [
+    reports = {key: report(key) for key in [
         ("data_app.py", "python"), ("data_app.py", "compss"),
         ("fit_app.py", "python"), ("fit_app.py", "compss-sync"),
         ("fit_app.py", "compss-async")]}
@@ -143,9 +143,9 @@ def test_asynchronous_with_no_lag_is_synchronous_under_compss(fit_reports,
 
 
 def test_a_failing_script_makes_runcompss_fail():
-    code, stderr = failed_run(ahead(("raise_app.py", "compss")))
-    assert code != 0
-    assert "must keep the rows of its block" in stderr
+    done = ahead(("raise_app.py", "compss"))
+    assert done.returncode != 0
+    assert "must keep the rows of its block" in done.stderr
 
 
 def _flat(values):
