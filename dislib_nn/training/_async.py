@@ -33,8 +33,8 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 
 @task(returns=4, glob=COMMUTATIVE)
-def _fold(glob, start_state, start_info, start_optim, trained_state,
-          trained_optim, n_samples, stat, worker, epoch, rules):
+def _fold(glob, start_state, start_info, trained_state, trained_optim,
+          n_samples, stat, worker, epoch, rules):
     """Fold one worker's update into the global model; its fresh copy.
 
     Returns the global state, its averaged optimizer state (``{}`` when
@@ -43,8 +43,7 @@ def _fold(glob, start_state, start_info, start_optim, trained_state,
     """
     record = _stale_merge.fold(glob, start_state, start_info["progress"],
                                trained_state, n_samples, rules,
-                               start_optim, trained_optim,
-                               finite=stat["finite"])
+                               trained_optim, finite=stat["finite"])
     record.update(worker=worker, epoch=epoch)
     state, optim, info = _stale_merge.snapshot_of(glob)
     return state, optim, info, record
@@ -226,9 +225,9 @@ class AsyncStrategy(Strategy):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
         for w, count in enumerate(counts):
-            start_state, start_optim, start_info = self.start[w]
+            start_state, _, start_info = self.start[w]
             state, optim, info, record = _fold(
-                self.glob, start_state, start_info, start_optim,
+                self.glob, start_state, start_info,
                 self.current[w], self.optims[w] if self.average else None,
                 count, stats[w], w, epoch + 1, self.rules)
             outputs.append((state, optim, info))

@@ -30,8 +30,20 @@ Outer learning rate and momentum (FedAvgM, DiLoCo) apply per merge:
 ``step = weight * delta + (n / N) * momentum * velocity``, then
 ``global += outer_lr * step``; the steps of each round (``n_workers``
 merges) add up to the next round's ``velocity``. With ``max_lag=0``
-this is the synchronous server step. Buffers (BatchNorm statistics)
-take the plain weighted delta; integer entries take the maximum.
+this is the synchronous server step.
+
+Buffers (BatchNorm's running statistics) and averaged optimizer states
+do not take deltas: a stale worker's delta, added to a global value that
+moved since its snapshot, can leave the domain such an entry must stay
+in (a running variance, Adam's second moment: negative). They take the
+weighted mean of the values merged in the current round instead, as a
+running mean: the merge with weight ``w`` moves the entry to
+``value + (w / W) * (trained - value)``, ``W`` the round's weights so
+far (the first merge of a round takes its worker's value). Every merged
+value is then a convex combination of replicas' values, in the domain
+whenever theirs are, and with ``max_lag=0`` a round ends on the
+synchronous strategy's weighted mean. Integer entries (BatchNorm's
+``num_batches_tracked``) take the maximum and stay integers.
 
 With ``balance=True`` (``FoldRules(equal_shares=True)``) the deal is
 uneven for speed only, so every merge counts an even deal's ``N / P``
@@ -138,7 +150,7 @@ def new_global(state, optim_state=None, velocity=None):
         flat, skeleton = _merge.flatten_optimizer_state(optim_state)
     return {"state": dict(state), "optim": flat, "skeleton": skeleton,
             "progress": 0, "merges": 0, "velocity": dict(velocity or {}),
-            "pending": {}}
+            "pending": {}, "round_weight": 0.0}
 
 
 def snapshot_of(glob):
@@ -152,7 +164,7 @@ def snapshot_of(glob):
 
 
 def fold(glob, start_state, start_progress, trained_state, n_samples,
-         rules, start_optim=None, trained_optim=None, finite=True):
+         rules, trained_optim=None, finite=True):
     """Fold one worker's update into the global model ``glob`` in place.
 
     A replica that is not ``finite`` (its loss or state diverged) folds
@@ -172,15 +184,21 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
     if not finite:
         weight, trained_state, trained_optim = 0.0, start_state, None
     velocity, pending = glob["velocity"], glob["pending"]
+    if glob["merges"] % rules.n_workers == 0:
+        glob["round_weight"] = 0.0
+    glob["round_weight"] += weight
+    blend = weight / glob["round_weight"] if glob["round_weight"] else 0.0
     state = glob["state"]
     for key, value in state.items():
         new = trained_state[key]
         if not _is_float(value):
-            state[key] = torch.maximum(value, new) if torch.is_tensor(
-                value) else max(value, new)
+            state[key] = _maximum(value, new)
+            continue
+        if key not in rules.param_keys:
+            state[key] = _blend(value, new, blend)
             continue
         delta = _delta(new, start_state[key], value)
-        if rules.plain or key not in rules.param_keys:
+        if rules.plain:
             state[key] = _add(value, weight, delta)
             continue
         step = weight * delta
@@ -195,31 +213,24 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
             glob["velocity"] = pending
         glob["pending"] = {}
     if rules.average_optims and trained_optim is not None:
-        _fold_optim(glob, start_optim, trained_optim, weight)
+        _fold_optim(glob, trained_optim, blend)
     return {"staleness": tau, "weight": weight,
             "index": glob["merges"] - 1}
 
 
-def _fold_optim(glob, start_optim, trained_optim, weight):
+def _fold_optim(glob, trained_optim, blend):
+    """Fold a worker's optimizer state into the averaged one: the round's
+    running weighted mean, as for buffers (see the module's docstring)."""
     flat_t, skeleton = _merge.flatten_optimizer_state(trained_optim)
-    flat_s = {}
-    if start_optim:
-        flat_s = _merge.flatten_optimizer_state(start_optim)[0]
     flat_g = glob["optim"]
     for key, new in flat_t.items():
-        if not _is_float(new):
-            old = flat_g.get(key)
-            flat_g[key] = new if old is None else (
-                torch.maximum(old, new) if torch.is_tensor(new)
-                else max(old, new))
-            continue
-        base = flat_g.get(key)
-        start = flat_s.get(key)
-        if base is None:
-            base = new * 0
-        if start is None:
-            start = new * 0
-        flat_g[key] = _add(base, weight, _delta(new, start, base))
+        old = flat_g.get(key)
+        if old is None:
+            flat_g[key] = new
+        elif not _is_float(new):
+            flat_g[key] = _maximum(old, new)
+        else:
+            flat_g[key] = _blend(old, new, blend)
     glob["skeleton"] = skeleton
 
 
@@ -234,6 +245,24 @@ def _delta(new, start, like):
         return float(new) - float(start)
     wide = _WIDEN.get(like.dtype, like.dtype)
     return new.to(wide) - start.to(wide)
+
+
+def _maximum(value, new):
+    if torch.is_tensor(value):
+        return torch.maximum(value, new.to(value.dtype))
+    return max(value, new)
+
+
+def _blend(value, new, fraction):
+    """``value + fraction * (new - value)``, in ``value``'s dtype (wide
+    for low-precision floats): between the two for ``0 <= fraction <= 1``.
+    """
+    if fraction == 1.0:
+        return new.to(value.dtype).clone() if torch.is_tensor(value) \
+            else type(value)(new)
+    if not fraction:
+        return value
+    return _add(value, fraction, _delta(new, value, value))
 
 
 def _add(value, factor, delta):

@@ -74,6 +74,44 @@ def test_digits_cnn_with_batchnorm_two_workers(cls):
     assert clf.module_.features[1].num_batches_tracked.item() > 0
 
 
+# Epochs per replica count: 8 replicas of 168 rows each make 6 steps an
+# epoch, and need more epochs to come near single-process training.
+@pytest.mark.parametrize("n_workers, epochs", [(2, 4), (4, 4), (8, 8)])
+def test_batchnorm_statistics_merge_into_valid_models(n_workers, epochs):
+    # Asynchronous merges used to fold stale deltas into the running
+    # variances: negative after a few epochs, and accuracy at chance.
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.25, stratify=y, random_state=0)
+    torch.manual_seed(0)
+    init = _models.DigitsCNN(n_classes=10)
+    scores = {}
+    for cls in (SyncEpochAveragingClassifier, AsyncEpochAveragingClassifier):
+        clf = cls(module=init, n_workers=n_workers, n_epochs=epochs,
+                  batch_size=32, lr=0.003, optimizer=torch.optim.Adam,
+                  random_state=0)
+        clf.fit(X_train, y_train)
+        for name, value in clf.module_.state_dict().items():
+            if name.endswith("running_var"):
+                assert bool((value > 0).all()), (cls.__name__, name)
+            if name.endswith("num_batches_tracked"):
+                assert not value.is_floating_point()
+                assert value.item() > 0
+        scores[cls.__name__] = clf.score(X_test, y_test)
+    reference = _reference(init, X_train, y_train.astype(np.int64),
+                           torch.nn.CrossEntropyLoss(), torch.optim.Adam,
+                           epochs=epochs, batch_size=32, seed=0, lr=0.003)
+    with torch.no_grad():
+        pred = reference(torch.from_numpy(X_test)).argmax(1).numpy()
+    single = accuracy_score(y_test, pred)
+    print(f"{n_workers} workers, {epochs} epochs: {scores}, "
+          f"single-process {single:.4f}")
+    sync, async_ = scores.values()
+    assert abs(sync - async_) <= 0.04
+    assert min(sync, async_) >= single - 0.06
+
+
 @pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
                                  AsyncEpochAveragingRegressor])
 def test_diabetes_mlp_r2_close_to_single_process(cls):

@@ -210,6 +210,63 @@ def test_fold_applies_the_delta_not_the_model():
     torch.testing.assert_close(glob["state"]["w"], torch.full((2,), 3.0))
 
 
+def test_stale_folds_keep_running_variances_positive():
+    # A stale worker started from a variance of 1.0 that the global model
+    # has since moved to 0.1; it trained to 0.2. Its delta (-0.8), added
+    # at weight 0.5 to 0.1, gave -0.3: no longer a variance.
+    rules = sm.FoldRules(10, 2, 0.0, 1.0, 0.0, ["w"], False)
+    glob = sm.new_global({"w": torch.zeros(1), "var": torch.full((1,), 0.1),
+                          "n": torch.tensor(3)})
+    stale = {"w": torch.zeros(1), "var": torch.ones(1), "n": torch.tensor(1)}
+    trained = {"w": torch.ones(1), "var": torch.full((1,), 0.2),
+               "n": torch.tensor(5)}
+    sm.fold(glob, stale, 0, trained, 5, rules)
+    torch.testing.assert_close(glob["state"]["var"], torch.full((1,), 0.2))
+    assert glob["state"]["n"].dtype == torch.int64
+    assert glob["state"]["n"].item() == 5
+    # The round's second merge: the weighted mean of the two values.
+    other = {"w": torch.ones(1), "var": torch.full((1,), 0.6),
+             "n": torch.tensor(4)}
+    sm.fold(glob, stale, 0, other, 5, rules)
+    torch.testing.assert_close(glob["state"]["var"], torch.full((1,), 0.4))
+
+
+@pytest.mark.parametrize("optimizer_state", ["keep", "average"])
+def test_asynchronous_merges_stay_valid_states(optimizer_state):
+    # Any order of stale merges: every buffer and averaged optimizer
+    # state is a convex mix of the replicas' (variances, Adam's second
+    # moments stay >= 0), and integer entries stay integers.
+    gen = torch.Generator().manual_seed(0)
+    start = {"w": torch.randn(4, generator=gen), "var": torch.rand(4),
+             "n": torch.tensor(0)}
+    rules = sm.FoldRules(40, 4, 0.5, 1.0, 0.0, ["w"],
+                         optimizer_state == "average")
+    glob = sm.new_global(start, {"state": {0: {"exp_avg_sq": torch.zeros(4),
+                                               "step": torch.tensor(0.0)}},
+                                 "param_groups": [{"params": [0]}]})
+    snapshots = [sm.snapshot_of(glob)] * 4
+    for merge in range(24):
+        worker = int(torch.randint(4, (1,), generator=gen))
+        state, optim, info = snapshots[worker]
+        # Statistics that shrink after a few merges: stale workers hold
+        # snapshots of large ones.
+        scale = 4.0 if merge < 6 else 0.01
+        trained = {"w": state["w"] + torch.randn(4, generator=gen),
+                   "var": torch.rand(4, generator=gen) * scale,
+                   "n": state["n"] + 3}
+        trained_optim = {"state": {0: {
+            "exp_avg_sq": torch.rand(4, generator=gen) * scale,
+            "step": torch.tensor(float(merge))}},
+            "param_groups": [{"params": [0]}]}
+        sm.fold(glob, state, info["progress"], trained, 10, rules,
+                trained_optim)
+        snapshots[worker] = sm.snapshot_of(glob)
+        assert bool((glob["state"]["var"] >= 0).all())
+        assert not glob["state"]["n"].is_floating_point()
+        if glob["optim"]:
+            assert bool((glob["optim"]["0.exp_avg_sq"] >= 0).all())
+
+
 # ---------------------------------------------------------------- balance
 @pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
                                  AsyncEpochAveragingRegressor])
