@@ -1,6 +1,10 @@
 # Two commands from a fresh checkout:
 #   make demo   set up, then run the demo (python -m dislib_nn.demo)
 #   make test   set up with the test extras, then run the test suite
+#   make test-compss   only the tests on the COMPSs path (the emulated
+#               runcompss, PyCOMPSs's binding, the COMPSs launch scripts);
+#               fails where the PyCOMPSs sources or the emulator are absent
+#               instead of skipping (see docs/compss_compatibility.md)
 #
 # Set-up uses the active virtual environment when there is one
 # ($VIRTUAL_ENV), else creates .venv here. torch is installed only when
@@ -23,13 +27,16 @@ PY := $(VENV)/bin/python
 ENV_TARGET := $(VENV)/bin/python
 endif
 
-.PHONY: demo test install install-test
+.PHONY: demo test test-compss install install-test
 
 demo: install
 	$(PY) -m dislib_nn.demo
 
 test: install-test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-compss: install-test
+	DISLIB_NN_REQUIRE_COMPSS=1 $(PY) -m pytest -m compss $(PYTEST_ARGS)
 
 install: $(ENV_TARGET)
 	@$(PY) -c "import torch" 2>/dev/null \
@@ -38,7 +45,7 @@ install: $(ENV_TARGET)
 
 # dislib's ds-array for the interop tests, without its dependencies: it
 # needs numpy, scipy and scikit-learn to run, and imports pycompss, which
-# the tests take from the PyCOMPSs sources beside the repository.
+# the tests take from the PyCOMPSs sources (tests/_compss_sources.py).
 install-test: install
 	$(PY) -m pip install -e ".[test]"
 	$(PY) -m pip install --no-deps dislib==1.0.0

@@ -9,19 +9,14 @@ session, in the background (they take minutes of CPU, most of which the
 rest of the suite leaves idle), and tests/compss runs last.
 """
 
-import os
-
 import pytest
 
 from dislib_nn import runtime
+# What the COMPSs-path tests need is found by one rule; its fixtures
+# (``needs_sources``, ``needs_emulator``) are registered here.
+from tests._compss_sources import _emulator, _sources  # noqa: F401
 
 BACKENDS = ("local", "sequential")
-# PyCOMPSs's real Python binding, beside the repository (shared/): dislib
-# imports it, and the COMPSs emulation tests run through it.
-PYCOMPSS_REFERENCE = os.path.join(
-    os.environ.get("DISLIB_NN_SHARED", os.path.join(os.path.dirname(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        "shared")), "pycompss-reference")
 
 
 def use_backend(name):
@@ -47,14 +42,19 @@ def _checks_emulated_runs(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    from tests._compss_sources import is_compss_test
+    for item in items:
+        if is_compss_test(item):
+            item.add_marker(pytest.mark.compss)
     items.sort(key=_checks_emulated_runs)       # stable: the rest in order
 
 
 def pytest_collection_finish(session):
+    from tests import _compss_sources
     from tests.compss import _emulator
     if session.config.option.collectonly:
         return
-    if os.path.isfile(_emulator.EMULATOR) and any(
+    if _compss_sources.have_emulator() and any(
             _checks_emulated_runs(item) for item in session.items):
         _emulator.start_ahead()
 

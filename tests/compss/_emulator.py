@@ -1,7 +1,8 @@
 """Running an app the way ``runcompss`` does, through PyCOMPSs's own code.
 
 The COMPSs runtime cannot be installed here, but its Python binding can
-run: ``shared/compss-emulator`` (beside this repository) starts the app
+run: ``shared/compss-emulator`` (beside this repository, running the
+PyCOMPSs sources found as ``tests/_compss_sources`` says) starts the app
 with PyCOMPSs's real ``launch.py``, master-side task decorator, object
 tracker and serializer, and runs every task in a real PyCOMPSs piper
 worker's forked executor; only the Java engine and its C extension are
@@ -14,64 +15,74 @@ Tests skip, saying why, where the emulator is absent.
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 
-import pytest
-
 from tests._ahead import RunAhead
+from tests._compss_sources import EMULATOR, needs_emulator  # noqa: F401
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-SHARED = os.environ.get("DISLIB_NN_SHARED",
-                        os.path.join(os.path.dirname(ROOT), "shared"))
-EMULATOR = os.path.join(SHARED, "compss-emulator", "run.py")
-REFERENCE = os.path.join(SHARED, "pycompss-reference")
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps")
 
-needs_emulator = pytest.mark.skipif(
-    not (os.path.isfile(EMULATOR) and os.path.isdir(REFERENCE)),
-    reason=f"the COMPSs emulator and the PyCOMPSs sources are not beside "
-           f"the repository ({EMULATOR}, {REFERENCE}); set "
-           f"DISLIB_NN_SHARED to the folder that holds them")
 
-
-def compss_command(app, *args, pythonpath=None):
+def compss_command(app, *args, pythonpath=None, concurrent=False):
     """The command line that runs ``app`` under the emulated ``runcompss``
     (with two executors: the two CPUs of the emulated node), after
-    :func:`warm_bytecode`."""
+    :func:`warm_bytecode`. ``concurrent`` runs ready tasks at the same
+    time, as COMPSs does, and keeps the run's folder (its
+    ``log/tasks.jsonl`` shows when each task ran: see :func:`task_log`);
+    by default tasks run one at a time, in submission order."""
     warm_bytecode()
     extra = [f"--pythonpath={pythonpath}"] if pythonpath else []
+    if concurrent:
+        extra += ["--concurrent", "--keep"]
     return [sys.executable, EMULATOR, "--executors=2", *extra, app, *args]
 
 
 def _command(how, app, *args):
     if how == "compss":     # like runcompss --pythonpath=$PWD
         return compss_command(app, *args)
+    if how == "compss-concurrent":
+        return compss_command(app, *args, concurrent=True)
     return [sys.executable, app, *args]
 
 
 # The runs tests/compss checks, from the apps' folder. They take minutes
 # of CPU and none of the suite's other tests needs them, so they start
 # with the session, beside the rest of the suite, and their tests run
-# last (tests/conftest.py). The emulator runs one task at a time:
+# last (tests/conftest.py). The serial emulator runs one task at a time:
 # fit_app's two halves side by side finish sooner than one run of both.
-AHEAD = {("data_app.py", "python"): ("python", "data_app.py"),
-         ("data_app.py", "compss"): ("compss", "data_app.py"),
-         ("fit_app.py", "python"): ("python", "fit_app.py"),
-         ("fit_app.py", "compss-sync"): ("compss", "fit_app.py", "sync"),
+# The concurrent runs check what concurrency can change: the order of
+# the asynchronous merges and of commutative updates, races between
+# tasks (the synchronous results must not change).
+AHEAD = {("fit_app.py", "compss-sync"): ("compss", "fit_app.py", "sync"),
          ("fit_app.py", "compss-async"): ("compss", "fit_app.py", "async"),
+         ("fit_app.py", "compss-concurrent-sync"): (
+             "compss-concurrent", "fit_app.py", "sync"),
+         ("fit_app.py", "compss-concurrent-async"): (
+             "compss-concurrent", "fit_app.py", "async"),
+         ("data_app.py", "compss"): ("compss", "data_app.py"),
+         ("data_app.py", "compss-concurrent"): (
+             "compss-concurrent", "data_app.py"),
+         ("fit_app.py", "python"): ("python", "fit_app.py"),
+         ("data_app.py", "python"): ("python", "data_app.py"),
          ("raise_app.py", "compss"): ("compss", "raise_app.py")}
+# Runs at once: all of them would hold 30 torch processes in memory.
+_JOBS = 6
 _ahead = {"lock": threading.Lock(), "thread": None, "runs": None,
-          "error": "the session ended first"}
+          "error": "the session ended first", "tmp": None, "done": {}}
 
 
 def start_ahead():
     """Start every run of :data:`AHEAD` in the background (once)."""
     with _ahead["lock"]:
         if _ahead["thread"] is None:
-            _ahead["runs"] = RunAhead(jobs=len(AHEAD), timeout=1800)
+            _ahead["runs"] = RunAhead(jobs=_JOBS, timeout=1800)
+            # The kept folders of the concurrent runs, removed at the end.
+            _ahead["tmp"] = tempfile.mkdtemp(prefix="dislib_nn_emulated_")
             _ahead["thread"] = threading.Thread(target=_start_ahead,
                                                 daemon=True)
             _ahead["thread"].start()
@@ -80,9 +91,9 @@ def start_ahead():
 def _start_ahead():
     try:
         warm_bytecode()
+        env = dict(clean_env(), TMPDIR=_ahead["tmp"])
         for key, run in AHEAD.items():
-            _ahead["runs"].start(key, _command(*run), cwd=APPS,
-                                 env=clean_env())
+            _ahead["runs"].start(key, _command(*run), cwd=APPS, env=env)
     except Exception as exc:  # noqa: BLE001 - ahead() reports it
         _ahead["error"] = repr(exc)
 
@@ -92,10 +103,13 @@ def ahead(key):
     ``subprocess.CompletedProcess``."""
     start_ahead()
     _ahead["thread"].join()
-    if not _ahead["runs"].started(key):
-        raise AssertionError(f"the run {key} did not start: "
-                             f"{_ahead['error']}")
-    return _ahead["runs"].result(key)
+    with _ahead["lock"]:
+        if key not in _ahead["done"]:
+            if not _ahead["runs"].started(key):
+                raise AssertionError(f"the run {key} did not start: "
+                                     f"{_ahead['error']}")
+            _ahead["done"][key] = _ahead["runs"].result(key)
+        return _ahead["done"][key]
 
 
 def stop_ahead():
@@ -105,6 +119,28 @@ def stop_ahead():
     if thread is not None:
         thread.join()
         runs.close()
+        shutil.rmtree(_ahead["tmp"], ignore_errors=True)
+
+
+def task_log(done):
+    """The emulator's ``log/tasks.jsonl`` of a finished run that kept its
+    folder (a concurrent one), as a list of records."""
+    kept = re.findall(r"tasks\.jsonl in (\S+)/log$", done.stderr, re.M)
+    if not kept:
+        raise AssertionError(f"the run kept no folder:\n{done.stderr[-2000:]}")
+    with open(os.path.join(kept[-1], "log", "tasks.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def overlapping(records):
+    """Pairs of tasks that ran at the same time on different executors,
+    from :func:`task_log`'s records (each ``done`` record has the task's
+    ``start``, ``end`` and ``executor``)."""
+    ran = [r for r in records if r["event"] == "done"]
+    return [(a["signature"], b["signature"])
+            for i, a in enumerate(ran) for b in ran[i + 1:]
+            if a["executor"] != b["executor"]
+            and a["start"] < b["end"] and b["start"] < a["end"]]
 
 
 def report(key):

@@ -12,33 +12,41 @@ import math
 
 import pytest
 
-from tests.compss._emulator import ahead, needs_emulator, report
+from dislib_nn.training import _stale_merge
+from tests.compss._emulator import (ahead, needs_emulator, overlapping,
+                                    report, task_log)
 
 pytestmark = needs_emulator
 
 
 @pytest.fixture(scope="module")
 def reports():
-    """Every app, with python and under runcompss (started together, with
-    the session: see ``_emulator.AHEAD``)."""
+    """Every app with python, and under runcompss in both of the
+    emulator's modes, serial and concurrent (started together, with the
+    session: see ``_emulator.AHEAD``)."""
     reports = {key: report(key) for key in [
         ("data_app.py", "python"), ("data_app.py", "compss"),
-        ("fit_app.py", "python"), ("fit_app.py", "compss-sync"),
-        ("fit_app.py", "compss-async")]}
-    compss = reports.pop(("fit_app.py", "compss-sync"))
-    compss.update(reports.pop(("fit_app.py", "compss-async")))
-    reports["fit_app.py", "compss"] = compss
+        ("data_app.py", "compss-concurrent"), ("fit_app.py", "python")]}
+    for mode in ("compss", "compss-concurrent"):
+        fit = report(("fit_app.py", f"{mode}-sync"))
+        fit.update(report(("fit_app.py", f"{mode}-async")))
+        reports["fit_app.py", mode] = fit
     return reports
 
 
-@pytest.fixture(scope="module")
-def data_reports(reports):
-    return reports["data_app.py", "python"], reports["data_app.py", "compss"]
+MODES = ["compss", "compss-concurrent"]
 
 
-@pytest.fixture(scope="module")
-def fit_reports(reports):
-    return reports["fit_app.py", "python"], reports["fit_app.py", "compss"]
+@pytest.fixture(scope="module", params=MODES)
+def data_reports(reports, request):
+    return (reports["data_app.py", "python"],
+            reports["data_app.py", request.param])
+
+
+@pytest.fixture(scope="module", params=MODES)
+def fit_reports(reports, request):
+    return (reports["fit_app.py", "python"],
+            reports["fit_app.py", request.param])
 
 
 def test_data_app_runs_under_compss_as_on_the_local_backend(data_reports):
@@ -140,6 +148,80 @@ def test_asynchronous_with_no_lag_is_synchronous_under_compss(fit_reports,
         sync = run[f"{kind}/default"]["weights"]
         for key, value in sync.items():
             assert lag0[key] == pytest.approx(value, rel=1e-5, abs=1e-5)
+
+
+# ------------------------------------------------- the concurrent mode
+@pytest.mark.parametrize("key", [
+    ("fit_app.py", "compss-concurrent-sync"),
+    ("fit_app.py", "compss-concurrent-async"),
+    ("data_app.py", "compss-concurrent")])
+def test_the_concurrent_runs_ran_tasks_at_the_same_time(reports, key):
+    # Without overlap the concurrent checks would prove nothing.
+    pairs = overlapping(task_log(ahead(key)))
+    assert pairs, f"no two tasks of {key} overlapped"
+    if key[0] == "fit_app.py":
+        assert any("train_epoch" in a and "train_epoch" in b
+                   for a, b in pairs), pairs[:10]
+
+
+@pytest.mark.parametrize("name", ["nolag", "lag1"])
+def test_asynchronous_merges_follow_their_history(fit_reports, name):
+    # Whatever order the merges ran in, each worker's every epoch was
+    # merged once, and the weight of each merge is its share of the rows
+    # discounted by the staleness it records.
+    for run in fit_reports:
+        got = run[f"async-classifier/{name}"]
+        merges = [m for epoch in got["merges"] for m in epoch]
+        assert sorted(m["index"] for m in merges) == list(
+            range(len(merges)))
+        for epoch, (records, counts) in enumerate(
+                zip(got["merges"], got["worker_samples"])):
+            assert sorted(m["worker"] for m in records) == \
+                list(range(len(counts))), (epoch, records)
+            for m in records:
+                assert m["staleness"] >= 0
+                share = counts[m["worker"]] / got["n_rows"]
+                assert m["weight"] == pytest.approx(
+                    share * (1 + m["staleness"])
+                    ** -got["staleness_exponent"])
+
+
+def test_asynchronous_staleness_replays_from_the_merge_order(fit_reports):
+    # Without a lag bound each worker starts from its own last merge, so
+    # the merge order alone gives every staleness and weight.
+    for run in fit_reports:
+        got = run["async-classifier/nolag"]
+        order = sorted(
+            ((m["index"], m["worker"], counts[m["worker"]])
+             for records, counts in zip(got["merges"],
+                                        got["worker_samples"])
+             for m in records))
+        replayed = _stale_merge.replay([(w, n) for _, w, n in order],
+                                       got["n_rows"],
+                                       got["staleness_exponent"])
+        by_index = {m["index"]: m for epoch in got["merges"]
+                    for m in epoch}
+        for (index, _, _), expected in zip(order, replayed):
+            assert by_index[index]["staleness"] == pytest.approx(
+                expected["staleness"])
+            assert by_index[index]["weight"] == pytest.approx(
+                expected["weight"])
+
+
+def test_no_worker_runs_more_than_max_lag_merges_ahead(fit_reports):
+    # With max_lag=1 worker w's r-th merge (0-based) comes after the
+    # others' first r - 1 merges: it trained from one of them.
+    for run in fit_reports:
+        got = run["async-classifier/lag1"]
+        merges = sorted((m for epoch in got["merges"] for m in epoch),
+                        key=lambda m: m["index"])
+        done = {}
+        for m in merges:
+            r = done.get(m["worker"], 0)
+            for other in range(len(got["worker_samples"][0])):
+                if other != m["worker"]:
+                    assert done.get(other, 0) >= r - 1, (m, done)
+            done[m["worker"]] = r + 1
 
 
 def test_a_failing_script_makes_runcompss_fail():

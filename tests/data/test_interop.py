@@ -2,12 +2,11 @@
 
 from_ds_array reads only a ds-array's attributes, so most tests use a
 stand-in with dislib's layout; the last ones use dislib itself (installed
-with ``pip install --no-deps dislib``) over PyCOMPSs's real binding from
-``shared/`` (outside runcompss its tasks run inline), and are skipped
-when dislib or the binding is absent.
+with ``pip install --no-deps dislib``) over PyCOMPSs's real binding (the
+sources ``tests/_compss_sources`` finds; outside runcompss its tasks run
+inline), and are skipped when dislib or the binding is absent.
 """
 
-import os
 import sys
 
 import numpy as np
@@ -17,7 +16,7 @@ import torch
 
 import dislib_nn as dnn
 from dislib_nn.exceptions import InvalidParameterError
-from tests.conftest import PYCOMPSS_REFERENCE
+from tests._compss_sources import PYCOMPSS
 
 
 class FakeDsArray:
@@ -80,16 +79,13 @@ def test_from_ds_array_errors():
 
 # ---------------------------------------------------------- with dislib
 @pytest.fixture(scope="module")
-def dislib():
+def dislib(_sources):
     # dislib imports pycompss at import time: outside runcompss the real
     # binding runs its tasks inline, as it does for any dislib script.
     try:
         import pycompss  # noqa: F401
     except ImportError:
-        if not os.path.isdir(PYCOMPSS_REFERENCE):
-            pytest.skip("dislib needs pycompss, and the PyCOMPSs sources "
-                        "are not beside the repository")
-        sys.path.insert(0, PYCOMPSS_REFERENCE)
+        sys.path.insert(0, PYCOMPSS)       # dislib imports pycompss
     return pytest.importorskip("dislib")
 
 

@@ -1,8 +1,8 @@
 """The COMPSs launchers in examples/slurm use only real option names.
 
-Checked against the scripts of the COMPSs release kept beside the
-repository (the ``scripts`` folder of the PyCOMPSs sources the suite
-uses); skipped where that folder is absent.
+Checked against the launch scripts of COMPSs 3.3 (the ``scripts`` folder
+of the PyCOMPSs sources, found as ``tests/_compss_sources`` says);
+skipped, saying how to lay them out, where they are absent.
 """
 
 import glob
@@ -12,12 +12,11 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from tests.conftest import PYCOMPSS_REFERENCE
+from tests._compss_sources import SCRIPTS, needs_sources
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 SLURM = os.path.join(ROOT, "examples", "slurm")
-REFERENCE = os.path.join(PYCOMPSS_REFERENCE, "scripts")
 
 
 def _launcher_options(path):
@@ -55,16 +54,14 @@ def _readme_options():
 
 
 def _reference_text():
-    if not os.path.isdir(REFERENCE):
-        pytest.skip(f"the COMPSs scripts ({REFERENCE}) are not beside "
-                    f"this checkout")
     text = ""
-    for path in glob.glob(os.path.join(REFERENCE, "*")):
+    for path in glob.glob(os.path.join(SCRIPTS, "*")):
         with open(path, errors="replace") as f:
             text += f.read()
     return text
 
 
+@needs_sources
 @pytest.mark.parametrize("script", ["enqueue_4x4_gpus.sh",
                                     "run_workstation.sh"])
 def test_launcher_options_exist_in_compss(script):
@@ -76,6 +73,7 @@ def test_launcher_options_exist_in_compss(script):
     assert unknown == []
 
 
+@needs_sources
 def test_readme_explains_every_option_and_names_only_real_ones():
     reference = _reference_text()
     used = set()
@@ -88,6 +86,7 @@ def test_readme_explains_every_option_and_names_only_real_ones():
     assert unknown == []
 
 
+@needs_sources
 def test_docs_commands_name_only_real_options():
     reference = _reference_text()
     commands = _docs_commands()

@@ -9,7 +9,8 @@ import pytest
 
 from dislib_nn import runtime
 from dislib_nn.exceptions import BackendError
-from tests.conftest import PYCOMPSS_REFERENCE, use_backend
+from tests._compss_sources import PYCOMPSS, needs_sources
+from tests.conftest import use_backend
 from tests.runtime import tasks
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
@@ -54,15 +55,13 @@ def test_script_classes_reach_tasks_only_by_value():
     assert local["score"] == sequential["score"]
 
 
-@pytest.mark.skipif(not os.path.isdir(PYCOMPSS_REFERENCE),
-                    reason="the PyCOMPSs sources are not beside the "
-                           "repository")
+@needs_sources
 def test_pycompss_installed_but_outside_the_runtime_means_local():
     # The real binding importable, but no runcompss: the local backend.
     report = _run("outside_compss.py",
-                  env={"PYTHONPATH": PYCOMPSS_REFERENCE})
+                  env={"PYTHONPATH": PYCOMPSS})
     assert report["backend"] == "local"
-    assert report["pycompss"].startswith(PYCOMPSS_REFERENCE)
+    assert report["pycompss"].startswith(PYCOMPSS)
 
 
 @pytest.mark.parametrize("value", ["mpi", "LOCALL"])

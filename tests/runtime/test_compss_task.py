@@ -10,6 +10,7 @@ under COMPSs, fed with the environment COMPSs's executors set (see
 import pytest
 
 from dislib_nn.runtime import _compss_task as ct
+from tests._compss_sources import PYCOMPSS, needs_sources
 
 
 def test_threads_come_from_compss_num_threads():
@@ -60,16 +61,13 @@ def test_slots_per_node_follow_the_task_constraint(env, cpus, gpus, slots):
     assert ct.gpus_per_task(env) == int(env.get("ComputingUnitsGPUs", 0))
 
 
+@needs_sources
 def test_under_compss_blocks_are_plain_memory(monkeypatch):
     # Results travel through files under COMPSs: a buffer in /dev/shm
     # would only cost a descriptor (and room in a container's small shm).
-    import os
     import sys
 
-    from tests.conftest import PYCOMPSS_REFERENCE
-    if not os.path.isdir(PYCOMPSS_REFERENCE):
-        pytest.skip("the PyCOMPSs sources are not beside the repository")
-    monkeypatch.syspath_prepend(PYCOMPSS_REFERENCE)
+    monkeypatch.syspath_prepend(PYCOMPSS)
     monkeypatch.delitem(sys.modules, "dislib_nn.runtime._compss",
                         raising=False)
     from dislib_nn import runtime

@@ -3,7 +3,8 @@
 Fits each estimator (both strategies) with the default settings, and with
 optimizer_state="average", validation and early stopping, on arrays and
 on ds-tensors, with a checkpoint resumed, and with a training forward
-that raises under on_failure="retry" and "skip"; predicts and scores.
+that raises under on_failure="retry" and "skip"; predicts and scores;
+and asynchronous fits whose merge order the tests replay.
 Prints one JSON report: the final weights (summed per entry),
 predictions and scores, so that a run under the emulated ``runcompss``
 can be compared with plain ``python``.
@@ -120,6 +121,24 @@ def faulty_fits(X, y):
     return out
 
 
+def merge_order(X, y):
+    """Asynchronous fits of 4 epochs whose merges the tests replay from
+    ``history_``: without a lag bound, and with ``max_lag=1``."""
+    out = {}
+    for name, lag in (("nolag", None), ("lag1", 1)):
+        est = dnn.AsyncEpochAveragingClassifier(
+            module=MLP, n_epochs=4, batch_size=16, n_workers=2,
+            random_state=0, max_lag=lag, shuffle="local")
+        est.fit(X, y)
+        out[f"async-classifier/{name}"] = {
+            "weights": weights(est),
+            "merges": [h["merges"] for h in est.history_],
+            "worker_samples": [h["worker_samples"] for h in est.history_],
+            "n_rows": len(X),
+            "staleness_exponent": est.staleness_exponent}
+    return out
+
+
 def main(parts):
     Xc, yc = make_classification(n_samples=120, n_features=6,
                                  n_informative=4, n_classes=3,
@@ -158,6 +177,8 @@ def main(parts):
                         dnn.from_array(y, n_blocks=2))
             report[f"{kind}/{name}"] = summary(est, X, y,
                                                ds=name == "default")
+    if "async" in parts:
+        report.update(merge_order(Xc, yc))
     if "sync" in parts:
         report["regressor/checkpoint"] = resumed_fit(Xr, yr)
         report.update(faulty_fits(Xr, yr))
