@@ -1,6 +1,7 @@
 """Plots of a fitted estimator's training history (needs matplotlib).
 
-matplotlib is an optional dependency: ``pip install dislib-nn[plot]``.
+matplotlib is an optional dependency: ``pip install matplotlib``, or
+``pip install -e ".[plot]"`` in a checkout.
 It is imported when a plot is drawn, never when dislib_nn is imported.
 """
 
@@ -117,9 +118,9 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError as error:
         raise MissingDependencyError(
-            "plot_history needs matplotlib, which is not installed. "
-            "Install the plot extra: pip install dislib-nn[plot] (or "
-            "pip install matplotlib).") from error
+            "plot_history needs matplotlib, which is not installed: "
+            "pip install matplotlib (or, in a checkout of dislib_nn, "
+            "pip install -e \".[plot]\").") from error
     return plt
 
 

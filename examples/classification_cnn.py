@@ -6,7 +6,9 @@ the same CNN from the same initial weights, and so does a plain
 single-process PyTorch loop with the same optimizer, epochs and batch
 size. The test accuracy after every epoch of each is printed and
 plotted (``classification_cnn.png``, when matplotlib is installed), beside
-``dnn.plot_history`` of one of them.
+``dnn.plot_history`` of one of them, in the folder ``--out`` (created if
+missing; by default ``dislib_nn_examples`` in the system's temporary
+folder, so that a run from a checkout leaves nothing in it).
 
     python examples/classification_cnn.py            # about 50 s on 2 cores
     python examples/classification_cnn.py --tiny     # a smoke run
@@ -19,6 +21,7 @@ plotted (``classification_cnn.png``, when matplotlib is installed), beside
 import argparse
 import copy
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -72,10 +75,14 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true",
                         default=os.environ.get("DISLIB_NN_EXAMPLE_TINY")
                         == "1")
-    parser.add_argument("--out", default=".", help="folder for the plot")
+    parser.add_argument("--out", default=None,
+                        help="folder for the plot, created if missing "
+                             "(default: dislib_nn_examples in the "
+                             "system's temporary folder)")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
+    out = output_folder(args.out)
     epochs = args.epochs or (2 if args.tiny else 12)
     lr, batch_size, seed = 3e-3, 32, 0
 
@@ -121,8 +128,15 @@ def main(argv=None):
     print(f"\n{'':<24}{'test accuracy':>14}{'fit time':>10}")
     for name, scores in curves.items():
         print(f"{name:<24}{scores[-1]:>14.4f}{times[name]:>9.1f}s")
-    plot(curves, fitted, os.path.join(args.out, "classification_cnn.png"))
+    plot(curves, fitted, os.path.join(out, "classification_cnn.png"))
     return curves
+
+
+def output_folder(out):
+    """``--out``, or a folder in the system's temporary one; created."""
+    folder = out or os.path.join(tempfile.gettempdir(), "dislib_nn_examples")
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def plot(curves, fitted, path):
@@ -131,7 +145,8 @@ def plot(curves, fitted, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(no plot: pip install dislib-nn[plot] for matplotlib)")
+        print("(no plot: matplotlib is not installed; pip install "
+              "matplotlib, or pip install -e \".[plot]\" in a checkout)")
         return
     fig, (ax, right) = plt.subplots(1, 2, figsize=(11, 4))
     for name, scores in curves.items():

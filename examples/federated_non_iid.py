@@ -8,17 +8,24 @@ fewer classes each client sees. For several alphas, and for IID clients,
 each strategy trains the same MLP from the same initial weights; the
 test accuracy per alpha is printed and plotted (``federated_non_iid.png``,
 when matplotlib is installed) with the clients' label mix at the
-smallest alpha.
+smallest alpha, in the folder ``--out`` (created if missing; by default
+``dislib_nn_examples`` in the system's temporary folder, so that a run
+from a checkout leaves nothing in it). A plain single-process PyTorch
+loop trained on all the clients' rows together, with the same
+optimizer, epochs and batch size, is printed beside them: the accuracy
+that IID clients should reach.
 
     python examples/federated_non_iid.py            # about 80 s on 2 cores
     python examples/federated_non_iid.py --tiny     # a smoke run
 
-``--tiny`` (or ``DISLIB_NN_EXAMPLE_TINY=1``) trains for 2 epochs on two
+``--tiny`` (or ``DISLIB_NN_EXAMPLE_TINY=1``) trains for 4 epochs on two
 alphas.
 """
 
 import argparse
+import copy
 import os
+import tempfile
 
 import numpy as np
 import torch
@@ -52,10 +59,16 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true",
                         default=os.environ.get("DISLIB_NN_EXAMPLE_TINY")
                         == "1")
-    parser.add_argument("--out", default=".", help="folder for the plot")
+    parser.add_argument("--out", default=None,
+                        help="folder for the plot, created if missing "
+                             "(default: dislib_nn_examples in the "
+                             "system's temporary folder)")
+    parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--clients", type=int, default=4)
     args = parser.parse_args(argv)
-    epochs = 2 if args.tiny else 15
+    out = output_folder(args.out)
+    epochs = args.epochs or (4 if args.tiny else 15)
+    lr, batch_size = 3e-3, 32
     alphas = [0.1, 1.0] if args.tiny else [0.05, 0.1, 0.3, 1.0, 10.0]
     seed = 0
 
@@ -80,7 +93,7 @@ def main(argv=None):
                                  for a, b in zip(bounds[:-1], bounds[1:])])
         for name, (estimator, params) in STRATEGIES.items():
             clf = estimator(module=init, optimizer=torch.optim.Adam,
-                            lr=3e-3, n_epochs=epochs, batch_size=32,
+                            lr=lr, n_epochs=epochs, batch_size=batch_size,
                             n_workers=args.clients, shuffle="none",
                             random_state=seed, **params)
             clf.fit(x_clients, t_clients)
@@ -90,9 +103,45 @@ def main(argv=None):
                   f"{t_clients.block_sizes}  classes per client "
                   f"{[int((m > 0).sum()) for m in mixes[alpha]]}  test "
                   f"accuracy {results[name, alpha]:.4f}", flush=True)
-    plot(results, mixes, alphas, os.path.join(args.out,
-                                              "federated_non_iid.png"))
+    # One torch thread, as each worker of dislib_nn uses.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    results["plain PyTorch", None] = plain_pytorch(
+        init, X_train, y_train, X_test, y_test, epochs, batch_size, lr, seed)
+    torch.set_num_threads(threads)
+    print(f"{'all rows':<12} {'plain PyTorch, one process':<26} rows "
+          f"{len(y_train)}  test accuracy "
+          f"{results['plain PyTorch', None]:.4f}", flush=True)
+    plot(results, mixes, alphas, os.path.join(out, "federated_non_iid.png"))
     return results
+
+
+def plain_pytorch(init, X, y, X_test, y_test, epochs, batch_size, lr, seed):
+    """One process on all the rows, reshuffled every epoch; test accuracy."""
+    model = copy.deepcopy(init)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    x, t = torch.from_numpy(X), torch.from_numpy(y)
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(x), generator=generator)
+        for start in range(0, len(x), batch_size):
+            idx = order[start:start + batch_size]
+            opt.zero_grad()
+            loss_fn(model(x[idx]), t[idx]).backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        pred = model(torch.from_numpy(X_test)).argmax(1).numpy()
+    return float((pred == y_test).mean())
+
+
+def output_folder(out):
+    """``--out``, or a folder in the system's temporary one; created."""
+    folder = out or os.path.join(tempfile.gettempdir(), "dislib_nn_examples")
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def plot(results, mixes, alphas, path):
@@ -101,7 +150,8 @@ def plot(results, mixes, alphas, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(no plot: pip install dislib-nn[plot] for matplotlib)")
+        print("(no plot: matplotlib is not installed; pip install "
+              "matplotlib, or pip install -e \".[plot]\" in a checkout)")
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for k, name in enumerate(STRATEGIES):
@@ -110,6 +160,8 @@ def plot(results, mixes, alphas, path):
                   color=color, label=f"{name}, Dirichlet alpha")
         left.axhline(results[name, None], color=color, linestyle="--",
                      label=f"{name}, IID")
+    left.axhline(results["plain PyTorch", None], color="k", linestyle=":",
+                 label="plain PyTorch, all rows in one process")
     left.set_xscale("log")
     left.set_xlabel("alpha (smaller: more label skew)")
     left.set_ylabel("test accuracy")

@@ -46,6 +46,56 @@ def test_the_pages_have_python_blocks():
     assert any(i.startswith("docs/index.md:") for i in ids)
 
 
+# What users read besides the pages: the examples' pages, scripts and
+# notebooks (their messages tell users what to install, too).
+READ = PAGES + sorted(
+    glob.glob(os.path.join(ROOT, "examples", "**", "*.md"), recursive=True)
+    + glob.glob(os.path.join(ROOT, "examples", "*.py"))
+    + glob.glob(os.path.join(ROOT, "examples", "notebooks", "*.ipynb"))
+    + glob.glob(os.path.join(ROOT, "benchmarks", "*.md")))
+PIP_INSTALL = re.compile(r"pip3?\s+install\b([^\n`]*)")
+# A requirement for the distribution itself, as an index serves it:
+# dislib-nn, dislib_nn[plot], "dislib-nn>=0.1" (a path or ".[plot]" is a
+# checkout, not an index).
+FROM_INDEX = re.compile(r"^dislib[-_.]nn(\[[^\]]*\])?([<>=!~;@ ].*)?$",
+                        re.IGNORECASE)
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_no_page_says_pip_install_dislib_nn_from_an_index():
+    """dislib_nn is not published on PyPI: from a checkout, pip install
+    -e ".[plot]" works; pip install dislib-nn[plot] does not."""
+    found = []
+    for path in READ:
+        for match in PIP_INSTALL.finditer(_read(path)):
+            words = [w.strip("'\"\\,;:()") for w in match.group(1).split()]
+            if any(FROM_INDEX.match(w) for w in words):
+                found.append(f"{os.path.relpath(path, ROOT)}: "
+                             f"{match.group(0).strip()}")
+    assert found == []
+
+
+def test_no_page_claims_accuracy_kept_as_workers_grow():
+    """Measured, accuracy at equal epochs falls past about 8 replicas
+    (docs/index.md): no page repeats the paper's "accuracy kept"."""
+    claim = re.compile(r"accuracy\s+(is\s+|was\s+)?(kept|maintained|"
+                       r"preserved|retained)|without\s+(any\s+)?(loss\s+of|"
+                       r"losing)\s+accuracy", re.IGNORECASE)
+    found = [f"{os.path.relpath(path, ROOT)}: {match.group(0)}"
+             for path in READ for match in claim.finditer(_read(path))]
+    assert found == []
+
+
+def test_readme_says_how_long_make_test_takes():
+    text = _read(os.path.join(ROOT, "README.md"))
+    assert re.search(r"`make test` takes about \d+ minutes on \d+ cores",
+                     text), "README.md: say how long make test takes"
+
+
 def _run_block(runs, key, code, folder):
     script = folder / "block.py"
     script.write_text(code, encoding="utf-8")

@@ -113,7 +113,7 @@ def test_plot_history_draws_the_merges_of_an_async_fit(backend):
     plt.close(ax.figure)
 
 
-def test_plot_history_names_the_extra_when_matplotlib_is_missing(
+def test_plot_history_says_how_to_install_matplotlib_when_missing(
         monkeypatch):
     for name in list(sys.modules):
         if name == "matplotlib" or name.startswith("matplotlib."):
@@ -121,8 +121,9 @@ def test_plot_history_names_the_extra_when_matplotlib_is_missing(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     history = [{"epoch": 1, "train_loss": 1.0}]
     with pytest.raises(MissingDependencyError,
-                       match=r"needs matplotlib.*pip install "
-                             r"dislib-nn\[plot\]"):
+                       match=r"needs matplotlib.*pip install matplotlib "
+                             r"\(or, in a checkout of dislib_nn, pip "
+                             r"install -e \"\.\[plot\]\"\)"):
         dnn.plot_history(history)
     with pytest.raises(ImportError, match="matplotlib"):
         dnn.plot_history(history)
