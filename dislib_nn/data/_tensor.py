@@ -110,6 +110,22 @@ class DsTensor:
 
     __iter__ = None      # rows live in tasks: iterating would be a trap
 
+    def __array__(self, dtype=None, copy=None):
+        """``numpy.asarray(x)``: the whole tensor, collected to the master.
+
+        What :meth:`collect` does, as a numpy array, so that code written
+        for arrays (scikit-learn's ``type_of_target`` and
+        ``StratifiedKFold`` on labels, its metrics on predictions) takes
+        a DsTensor. The rows always travel: ``copy=False`` raises.
+        """
+        if copy is False:
+            raise ValueError(
+                "numpy.asarray(DsTensor, copy=False): a DsTensor's rows "
+                "live in tasks, so they are always copied to the master. "
+                "Use copy=None or x.collect().")
+        array = self.collect().numpy()
+        return array if dtype is None else array.astype(dtype, copy=False)
+
     def __repr__(self):
         return (f"DsTensor(shape={self.shape}, dtype={self._dtype}, "
                 f"block_sizes={v.short_sizes(self._block_sizes)})")
@@ -200,15 +216,17 @@ class DsTensor:
         an increasing index keeps each row in the block it came from;
         other index arrays build blocks of ``x``'s first block size,
         each gathering its rows from the blocks that hold them.
+        ``x[rows, ...]`` and ``x[rows, :]`` (every sample axis kept, as
+        scikit-learn's ``_safe_indexing`` writes it) are ``x[rows]``.
         """
         if isinstance(key, tuple):
-            if len(key) == 1:
-                key = key[0]
-            else:
+            if len(key) == 0 or not _whole_samples(key[1:],
+                                                   len(self._sample_shape)):
                 raise InvalidParameterError(
-                    f"DsTensor indexes rows only (x[rows]); select "
-                    f"features inside tasks with map_blocks. Got a key "
-                    f"with {len(key)} entries.")
+                    f"DsTensor indexes rows only (x[rows], x[rows, ...]); "
+                    f"select features inside tasks with map_blocks. Got a "
+                    f"key with {len(key)} entries.")
+            key = key[0]
         if isinstance(key, slice):
             return _rows.slice_rows(self, key)
         if isinstance(key, (numbers.Integral, np.integer)) and not \
@@ -251,6 +269,15 @@ class DsTensor:
         """
         from dislib_nn.data._interop import to_ds_array
         return to_ds_array(self)
+
+
+def _whole_samples(rest, n_sample_axes):
+    """Whether the key entries after the rows keep every sample axis."""
+    full = slice(None)
+    ellipses = sum(1 for k in rest if k is Ellipsis)
+    slices = sum(1 for k in rest if isinstance(k, slice) and k == full)
+    return ellipses + slices == len(rest) and ellipses <= 1 and \
+        slices <= n_sample_axes
 
 
 def _probe(fn, tensors):

@@ -14,9 +14,10 @@ import inspect
 import torch
 
 from dislib_nn.runtime import by_value
+from dislib_nn.training._schedule import is_scheduler_class
 
 __all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
-           "inferable_arguments", "first_float_dtype"]
+           "check_arguments", "inferable_arguments", "first_float_dtype"]
 
 PREFIXES = ("module", "criterion", "optimizer", "lr_schedule")
 
@@ -103,6 +104,10 @@ def check_keywords(keys, valid, caller, error):
         prefix, sep, arg = key.partition("__")
         if key in valid or (sep and prefix in PREFIXES and arg):
             continue
+        if sep and prefix in PREFIXES:
+            raise error(
+                f"{caller} got a parameter {key!r} that names no argument "
+                f"of {prefix}: write {prefix}__<argument>=value.")
         if sep:
             close = difflib.get_close_matches(prefix, PREFIXES, n=1)
             hint = (f" Did you mean '{close[0]}__{arg}'?" if close else "")
@@ -114,6 +119,99 @@ def check_keywords(keys, valid, caller, error):
             key, list(valid) + [p + "__" for p in PREFIXES], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise error(f"{caller} got an unknown parameter {key!r}.{hint}")
+
+
+def check_arguments(specs, prefixed, caller, error):
+    """Raise ``error`` for a prefixed argument its component does not take.
+
+    :func:`check_keywords` lets every ``prefix__argument`` of a known
+    prefix through; this checks the argument against the component's
+    signature, before anything is built, so that ``module__hiden=3``
+    names the component, the arguments it takes and the closest one
+    ("did you mean"), instead of a ``TypeError`` from its constructor
+    once fit has started. A component whose signature cannot be read or
+    that takes ``**kwargs`` accepts any name.
+
+    Parameters
+    ----------
+    specs : dict
+        Prefix to component: the module, the criterion (its default
+        included), the optimizer and the lr_schedule.
+    prefixed : dict
+        :func:`split_prefixed` of the estimator's parameters.
+    caller : str
+        The estimator, for the message.
+    error : type
+        The exception class raised.
+    """
+    for prefix in PREFIXES:
+        kwargs = prefixed.get(prefix) or {}
+        if not kwargs:
+            continue
+        spec = specs.get(prefix)
+        if prefix in ("module", "criterion") and \
+                isinstance(spec, torch.nn.Module):
+            raise error(_instance_message(prefix, spec, kwargs))
+        if prefix == "lr_schedule" and not is_scheduler_class(spec):
+            raise error(
+                f"lr_schedule__ arguments ({', '.join(sorted(kwargs))}) "
+                f"were given, but lr_schedule is not a torch scheduler "
+                f"class. Got {spec!r}.")
+        if prefix == "optimizer" and "lr" in kwargs:
+            raise error(
+                f"{caller} got optimizer__lr={kwargs['lr']!r}: the "
+                f"optimizer's learning rate is {caller}'s own 'lr' "
+                f"parameter (every epoch's rate, schedules included, is "
+                f"sent to the optimizers). Pass lr={kwargs['lr']!r} "
+                f"instead.")
+        # The optimizer and the scheduler get their first argument (the
+        # parameters, the optimizer) and the optimizer its lr from fit.
+        accepted = _keyword_arguments(
+            spec, skip_first=prefix in ("optimizer", "lr_schedule"),
+            reserved=("lr",) if prefix == "optimizer" else ())
+        if accepted is None:
+            continue
+        for arg in kwargs:
+            if arg in accepted:
+                continue
+            close = difflib.get_close_matches(arg, accepted, n=1)
+            hint = f" Did you mean '{prefix}__{close[0]}'?" if close else ""
+            takes = (f"its arguments are {', '.join(accepted)}"
+                     if accepted else "it takes no arguments")
+            raise error(
+                f"{caller} got {prefix}__{arg}={_short(kwargs[arg])}, an "
+                f"unknown parameter: {prefix} {_name(spec)} takes no "
+                f"argument {arg!r}; {takes}.{hint}")
+
+
+def _keyword_arguments(spec, skip_first, reserved):
+    """The names ``spec(...)`` takes by keyword; None for any name."""
+    try:
+        params = list(inspect.signature(spec).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    kind = inspect.Parameter
+    if any(p.kind is kind.VAR_KEYWORD for p in params):
+        return None
+    if skip_first and params and params[0].kind in (
+            kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD):
+        params = params[1:]
+    return [p.name for p in params
+            if p.kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY)
+            and p.name not in reserved]
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _instance_message(role, spec, kwargs):
+    return (f"{role}__ arguments ({', '.join(sorted(kwargs))}) were "
+            f"given, but {role} is an instance "
+            f"({type(spec).__name__}), which is copied as it is. Pass "
+            f"the class, {role}={type(spec).__name__}, to build it "
+            f"with those arguments.")
 
 
 def inferable_arguments(module):
@@ -196,12 +294,7 @@ def first_float_dtype(module):
 def _build(role, spec, kwargs):
     if isinstance(spec, torch.nn.Module):
         if kwargs:
-            raise TypeError(
-                f"{role}__ arguments ({', '.join(sorted(kwargs))}) were "
-                f"given, but {role} is an instance "
-                f"({type(spec).__name__}), which is copied as it is. Pass "
-                f"the class, {role}={type(spec).__name__}, to build it "
-                f"with those arguments.")
+            raise TypeError(_instance_message(role, spec, kwargs))
         return copy.deepcopy(spec)
     try:
         return spec(**kwargs)

@@ -19,6 +19,16 @@ Shuffle modes
     Block ``b`` stays on worker ``b % P`` and rows are visited in order:
     the federated setting, where each worker keeps its own data.
 
+Replicas
+--------
+An explicit ``n_workers`` above the number of blocks of a DsTensor X
+(an array is always split into enough blocks) is met where the data
+allows it (:func:`replicas`): with ``"global"`` the rows are re-dealt
+every epoch anyway, so X and y are re-blocked once, as an array would
+be, and ``n_workers`` replicas train; with ``"local"`` and ``"none"`` a
+block is a worker's whole share, which fit does not split, so one
+replica trains per block and a ``UserWarning`` says so.
+
 Balance
 -------
 With ``balance=True`` the blocks of an epoch are dealt in proportion to
@@ -29,10 +39,11 @@ reads), so that workers finish together: see :func:`balanced_deal`.
 
 import numpy as np
 
+from dislib_nn._user_warning import warn_user
 from dislib_nn.training import _seeds
 
 __all__ = ["SHUFFLE_MODES", "block_order", "deal", "balanced_deal",
-           "Throughput", "EpochData"]
+           "replicas", "Throughput", "EpochData"]
 
 SHUFFLE_MODES = ("global", "local", "none")
 
@@ -48,6 +59,45 @@ def deal(n_blocks, n_workers, mode, seed):
     """Block indices per worker for one epoch (round robin, or re-dealt)."""
     order = block_order(n_blocks, mode, seed)
     return [order[w::n_workers] for w in range(n_workers)]
+
+
+def replicas(x, y, asked, available, shuffle, blocks_per_worker=1):
+    """The training data's blocks and the number of replicas to train.
+
+    Parameters
+    ----------
+    x, y : DsTensor
+        The training data, with the same block sizes.
+    asked : int or None
+        The ``n_workers`` parameter; None takes ``available`` as an upper
+        bound, never re-blocks and never warns.
+    available : int
+        The workers to use: ``asked``, or the runtime's when None.
+    shuffle : {"global", "local", "none"}
+    blocks_per_worker : int, default=1
+        Blocks per worker an array would be split into (``balance``).
+
+    Returns
+    -------
+    x, y : DsTensor
+        Re-blocked into ``min(asked * blocks_per_worker, rows)`` blocks
+        when ``shuffle="global"`` and X has fewer blocks than ``asked``;
+        else as given.
+    n_replicas : int
+    """
+    if asked is None or x.n_blocks >= asked:
+        return x, y, min(available, x.n_blocks)
+    if shuffle == "global":
+        x = x.rechunk(n_blocks=min(asked * blocks_per_worker, len(x)))
+        # (After a validation split there may be fewer rows than asked.)
+        return x, y.rechunk(x.block_sizes), min(asked, x.n_blocks)
+    warn_user(
+        f"n_workers={asked} but X has {x.n_blocks} blocks: training "
+        f"{x.n_blocks} replicas; re-block X with X.rechunk(n_blocks="
+        f"{asked}) (and y alike) to use {asked}. With shuffle={shuffle!r} "
+        f"each worker keeps whole blocks, so fit does not split them; "
+        f"shuffle='global' re-blocks by itself.", UserWarning)
+    return x, y, x.n_blocks
 
 
 def balanced_deal(order, sizes, rates):
@@ -162,6 +212,12 @@ class EpochData:
         x, y = self.prepare(epoch)
         return [([x._blocks[b] for b in blocks],
                  [y._blocks[b] for b in blocks])
+                for blocks in self.assignment(epoch)]
+
+    def rows(self, epoch):
+        """Rows per worker for ``epoch``."""
+        x, _ = self.prepare(epoch)
+        return [int(sum(x.block_sizes[b] for b in blocks))
                 for blocks in self.assignment(epoch)]
 
     def train_seed(self, epoch, worker):

@@ -188,3 +188,109 @@ def test_predict_with_the_wrong_number_of_features(as_ds, backend,
         est.predict(x)
     with pytest.raises(ValueError, match="X has 3 features"):
         est.score(x, Y)
+
+
+def _sgd_without_options(params, lr):
+    return torch.optim.SGD(params, lr=lr)
+
+
+# (parameters, message): a mistyped component argument or prefix, named
+# with the component, what it takes and the closest name.
+PREFIXED_MISTAKES = {
+    "module_argument": (
+        {"module__hiden": 3},
+        r"got module__hiden=3, an unknown parameter: module Recorder takes "
+        r"no argument 'hiden'; its arguments are n_features_in, n_classes, "
+        r"log\."),
+    "module_argument_hint": (
+        {"regressor": True, "module__hiden": 3},
+        r"got module__hiden=3, an unknown parameter: module MLP takes no "
+        r"argument 'hiden'; its arguments are n_features_in, n_outputs, "
+        r"hidden\. Did you mean 'module__hidden'\?"),
+    "optimizer_argument": (
+        {"optimizer__momentun": 0.9},
+        r"got optimizer__momentun=0.9, an unknown parameter: optimizer SGD "
+        r"takes no argument 'momentun'; its arguments are momentum, "
+        r"dampening, .* Did you mean 'optimizer__momentum'\?"),
+    "optimizer_factory_argument": (
+        {"optimizer": _sgd_without_options, "optimizer__momentum": 0.9},
+        r"optimizer _sgd_without_options takes no argument 'momentum'; it "
+        r"takes no arguments\."),
+    "optimizer_lr": (
+        {"optimizer__lr": 0.1},
+        r"got optimizer__lr=0.1: the optimizer's learning rate is "
+        r"SyncEpochAveragingClassifier's own 'lr' parameter .* Pass lr=0.1 "
+        r"instead"),
+    "criterion_argument": (
+        {"criterion__label_smothing": 0.1},
+        r"got criterion__label_smothing=0.1, an unknown parameter: "
+        r"criterion CrossEntropyLoss takes no argument 'label_smothing'; "
+        r"its arguments are weight, .* Did you mean "
+        r"'criterion__label_smoothing'\?"),
+    "lr_schedule_argument": (
+        {"lr_schedule": torch.optim.lr_scheduler.StepLR,
+         "lr_schedule__step_sise": 2},
+        r"got lr_schedule__step_sise=2, an unknown parameter: lr_schedule "
+        r"StepLR takes no argument 'step_sise'; its arguments are "
+        r"step_size, .* Did you mean 'lr_schedule__step_size'\?"),
+    "lr_schedule_arguments_without_a_scheduler": (
+        {"lr_schedule__gamma": 0.5},
+        r"lr_schedule__ arguments \(gamma\) were given, but lr_schedule is "
+        r"not a torch scheduler class\. Got None"),
+    "module_arguments_with_an_instance": (
+        {"regressor": True, "module": MLP(), "module__hidden": 4},
+        r"module__ arguments \(hidden\) were given, but module is an "
+        r"instance \(MLP\)"),
+    "empty_argument": (
+        {"module__": 3},
+        r"parameter 'module__' that names no argument of module"),
+    "module_prefix": (
+        {"modul__hidden": 3},
+        r"'modul__' is not a component prefix; the prefixes are module__, "
+        r"criterion__, optimizer__, lr_schedule__\. Did you mean "
+        r"'module__hidden'\?"),
+    "optimizer_prefix": (
+        {"optimiser__momentum": 0.9},
+        r"'optimiser__' is not a component prefix.* Did you mean "
+        r"'optimizer__momentum'\?"),
+    "criterion_prefix": (
+        {"criterium__weight": None},
+        r"Did you mean 'criterion__weight'\?"),
+    "lr_schedule_prefix": (
+        {"lr_schedul__gamma": 0.5},
+        r"Did you mean 'lr_schedule__gamma'\?"),
+}
+
+
+@pytest.mark.parametrize("case", list(PREFIXED_MISTAKES))
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_mistyped_component_argument_is_named_before_any_task(
+        case, method, tmp_path):
+    params, match = PREFIXED_MISTAKES[case]
+    params = dict(params)
+    log = tmp_path / "forwards.log"
+    # The regressor's MLP logs no forward: the NaN below still shows
+    # that no task ran before the error.
+    make, y = (_reg, Y_REG) if params.pop("regressor", False) else (_clf, Y)
+    est = make(log, **params)
+    before = dict(vars(est))
+    # X holds a NaN that only a task finds: the parameter error comes
+    # first, before the data is looked at.
+    x = dnn.from_array(_with(X, (7, 2), np.nan), block_size=5)
+    with pytest.raises(InvalidParameterError, match=match) as info:
+        getattr(est, method)(x, y)
+    # TypeError too: what building the component would have raised.
+    assert isinstance(info.value, TypeError)
+    barrier()
+    assert _training_forwards(log) == 0
+    assert vars(est).keys() == before.keys()
+    assert all(vars(est)[k] is v for k, v in before.items())
+
+
+def test_component_arguments_that_fit_are_accepted(tmp_path):
+    est = _reg(tmp_path, module__hidden=4, optimizer__momentum=0.9,
+               criterion__reduction="mean",
+               lr_schedule=torch.optim.lr_scheduler.StepLR,
+               lr_schedule__step_size=1, lr_schedule__gamma=0.5).fit(X, Y_REG)
+    assert est.module_.body[0].out_features == 4
+    assert [h["lr"] for h in est.history_] == [0.01]
