@@ -4,9 +4,9 @@ Every error a user can trigger names the argument, what was expected and
 the value received. Classes subclass the built-in exception a Python
 user would reach for first (``ValueError``, ``TypeError``,
 ``RuntimeError``), so ``except ValueError`` keeps working.
+``NotFittedError`` is scikit-learn's own class, looked up when first
+used: importing this module does not import scikit-learn.
 """
-
-from sklearn.exceptions import NotFittedError
 
 __all__ = [
     "DislibNNError",
@@ -27,6 +27,21 @@ __all__ = [
     "DataFileError",
     "MissingDependencyError",
 ]
+
+
+def __getattr__(name):
+    # NotFittedError is scikit-learn's own class, so that scikit-learn's
+    # tools recognise it; it is looked up on first use (PEP 562) because
+    # worker processes import this module and never need scikit-learn.
+    if name == "NotFittedError":
+        from sklearn.exceptions import NotFittedError
+        globals()[name] = NotFittedError
+        return NotFittedError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 class DislibNNError(Exception):
@@ -119,8 +134,8 @@ class DataFileError(DislibNNError, ValueError):
 class MissingDependencyError(DislibNNError, ImportError):
     """An optional dependency is needed and not installed.
 
-    The message names the package and the extra that installs it
-    (``pip install dislib-nn[plot]``).
+    The message names the package and how to install it (``pip install
+    matplotlib``, or the ``plot`` extra in a checkout).
     """
 
 

@@ -64,6 +64,10 @@ class Engine:
 
     def _submit(self, task_fn, args, kwargs):
         spec = task_fn.spec
+        # The local pool refuses a task its workers could not find.
+        check_task = getattr(self.executor, "check_task", None)
+        if check_task is not None:
+            check_task(task_fn)
         try:
             bound = spec.signature.bind(*args, **kwargs)
         except TypeError as exc:

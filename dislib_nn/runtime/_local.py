@@ -11,9 +11,17 @@ Workers start from a fork server by default, so they are clean processes
 that import the user's script the way COMPSs workers do (code under
 ``if __name__ == "__main__":`` does not run there); ``start_method="fork"``
 is faster to start and also sees tasks defined interactively.
+
+A script the workers cannot import (one read from standard input, code
+given with ``python -c``, an interactive session) still runs: the workers
+start without it. Its classes and functions reach them by value (see
+:mod:`~dislib_nn.runtime._by_value`), so an estimator whose module is
+defined there trains as usual; only a task defined there is refused,
+when it is called, since the workers find tasks by importing their module.
 """
 
 import collections
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.util
@@ -43,8 +51,6 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, engine, n_workers, threads, start_method):
-        if start_method != "fork":
-            _check_main_importable()
         self.engine = engine
         self.n_workers = n_workers
         self.threads = threads
@@ -57,6 +63,31 @@ class LocalExecutor:
         self._wake_r, self._wake_w = None, None
         self._stopping = False
         self._failure = None
+        # Forked workers are copies of this process; others import the
+        # main script, when there is a file to import.
+        self._workers_import_main = (start_method == "fork"
+                                     or main_importable())
+
+    def check_task(self, task_fn):
+        """Refuse, at call time, a task the workers cannot find.
+
+        Workers find a task by importing its module; one defined in a
+        main script they cannot import would fail on every worker.
+        """
+        if task_fn.__module__ == "__main__" and not self._workers_import_main:
+            raise BackendError(
+                f"the local backend's workers import the script that "
+                f"started the program to find the tasks it defines, as "
+                f"COMPSs workers do, and this one ({_describe_main()}) is "
+                f"not a file they can import: task {task_fn.__qualname__}() "
+                f"is defined in it. Define tasks in a module the workers "
+                f"can import, or save the script to a file and run "
+                f"'python script.py', or call set_backend('local', "
+                f"start_method='fork') (workers then start as copies of "
+                f"this process) or set_backend('sequential'). Classes and "
+                f"functions of the script passed to tasks (an nn.Module "
+                f"given to an estimator, say) need no change: they travel "
+                f"by value.")
 
     @property
     def usable(self):
@@ -73,7 +104,8 @@ class LocalExecutor:
             # worker: torch, and what torch imports on the first
             # optimizer step (about 1.5 s here).
             self._context.set_forkserver_preload(
-                ["dislib_nn.runtime._worker", "torch", "torch._dynamo"])
+                ["dislib_nn.runtime._worker", "torch", "torch._dynamo"]
+                + _start_method_modules())
         self._wake_r, self._wake_w = socket.socketpair()
         # Stop the pool before multiprocessing's own exit handler
         # terminates daemonic children (in a process that is itself a
@@ -102,7 +134,8 @@ class LocalExecutor:
             target=_worker.main,
             args=(worker_end, self.threads, os.getpid(), inherited),
             name=f"dislib_nn-worker-{index}", daemon=True)
-        process.start()
+        with _unimportable_main_hidden(self._workers_import_main):
+            process.start()
         worker_end.close()
         worker = _Worker(index, process, master_end)
         if index < len(self._workers):
@@ -284,20 +317,61 @@ class LocalExecutor:
         self._wake_w.close()
 
 
-def _check_main_importable():
-    """Workers import the main script: refuse one they cannot import."""
+def main_importable():
+    """Whether a new process can import the script that started the program.
+
+    False for a script read from standard input (``__file__`` is
+    ``'<stdin>'``), for ``python -c`` and for an interactive session.
+    """
+    main = sys.modules.get("__main__")
+    if getattr(main, "__spec__", None) is not None:
+        return True         # python -m module: imported by name
+    path = getattr(main, "__file__", None)
+    return path is not None and os.path.isfile(path)
+
+
+def _start_method_modules():
+    """The module defining this process's default start method, when it
+    is not one of multiprocessing's own.
+
+    A new worker sets that method while it starts, so the fork server
+    must know it: in a joblib worker it is loky's, registered by
+    joblib, which the fork server would not import otherwise.
+    """
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None or method in multiprocessing.get_all_start_methods():
+        return []
+    return [type(multiprocessing.get_context(method)).__module__]
+
+
+def _describe_main():
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if path is not None and getattr(main, "__spec__", None) is None \
-            and not os.path.isfile(path):
-        raise BackendError(
-            f"the local backend's workers import the script that started "
-            f"the program, as COMPSs workers do, and this one ({path!r}) "
-            f"is not a file they can import (a script read from standard "
-            f"input?). Save it to a file and run 'python script.py', or "
-            f"call set_backend('local', start_method='fork') (workers then "
-            f"start as copies of this process) or "
-            f"set_backend('sequential').")
+    if path is not None:
+        return repr(path)
+    if sys.argv and sys.argv[0] == "-c":
+        return "the code given with python -c"
+    return "an interactive session"
+
+
+@contextlib.contextmanager
+def _unimportable_main_hidden(importable):
+    """While a worker starts, hide a main script path it cannot run.
+
+    multiprocessing tells a new process to run ``__main__.__file__``
+    when there is one; for ``'<stdin>'`` that fails and the worker dies.
+    Without ``__file__`` the worker starts without the script. The
+    attribute is back as soon as the process has started.
+    """
+    main = sys.modules.get("__main__")
+    if importable or main is None or "__file__" not in vars(main):
+        yield
+        return
+    path = vars(main).pop("__file__")
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def _startup_failure(code):

@@ -11,11 +11,11 @@ import inspect
 
 import numpy as np
 import torch
-from sklearn.utils.validation import check_array
 
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import wait_on
 from dislib_nn.training import _data_tasks
+from dislib_nn.training._sklearn_checks import check_array
 
 __all__ = ["is_ds_tensor", "is_ds_array", "check_x", "check_y",
            "check_lengths", "check_rows", "check_finite_blocks",
