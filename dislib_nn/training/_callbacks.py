@@ -39,6 +39,7 @@ import sys
 from dislib_nn._user_warning import warn_user
 from dislib_nn.exceptions import (DivergenceError, TaskFailureWarning,
                                   TrainingTaskError)
+from dislib_nn.training import _fitted
 from dislib_nn.training._progress import Ticker
 
 __all__ = ["Callback", "FailurePolicy", "LearningRate", "History",
@@ -147,8 +148,7 @@ class History(Callback):
     """Appends each record to ``history_`` and counts ``n_epochs_``."""
 
     def on_epoch_end(self, loop, record, handle):
-        loop.estimator.history_.append(record)
-        loop.estimator.n_epochs_ += 1
+        _fitted.end_epoch(loop.estimator, record)
         return False
 
 

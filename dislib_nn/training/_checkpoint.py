@@ -33,6 +33,7 @@ from dislib_nn import runtime
 from dislib_nn.exceptions import (CheckpointMismatchError,
                                   InvalidParameterError)
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
+from dislib_nn.training import _fitted
 from dislib_nn.training._callbacks import Callback
 
 __all__ = ["FILE_NAME", "Checkpoint", "snapshot", "write", "load",
@@ -160,11 +161,9 @@ def to_resume(estimator, resume):
 
 def restore(estimator, checkpoint):
     """Continue from a checkpoint (the estimator's model is built)."""
-    estimator.module_.load_state_dict(checkpoint["model"])
-    estimator.history_ = list(checkpoint["history_"])
-    estimator.n_epochs_ = int(checkpoint["n_epochs_"])
-    estimator.optimizer_states_ = checkpoint["optimizer_states"]
-    estimator._carried = {"velocity": checkpoint["velocity"]}
+    _fitted.resume(estimator, checkpoint["model"], checkpoint["n_epochs_"],
+                   checkpoint["history_"], checkpoint["optimizer_states"],
+                   checkpoint["velocity"])
 
 
 def check_params(estimator, checkpoint, path):

@@ -7,15 +7,18 @@ worker, labels encoded, and a validation set split off (block by block,
 by tasks) or prepared from ``validation_data``.
 """
 
+import numpy as np
 import torch
 
 from dislib_nn import runtime
+from dislib_nn._user_warning import warn_user
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _data_tasks, _seeds
+from dislib_nn.training import _data_tasks, _dealing, _fitted, _seeds
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._components import first_float_dtype
 
-__all__ = ["FitData", "FitDataMixin", "BALANCE_BLOCKS_PER_WORKER"]
+__all__ = ["FitData", "FitDataMixin", "BALANCE_BLOCKS_PER_WORKER",
+           "feature_names"]
 
 #: Blocks per worker an array is split into when ``balance=True``.
 BALANCE_BLOCKS_PER_WORKER = 8
@@ -35,7 +38,11 @@ class FitDataMixin:
     """The data rungs of the estimators' fit ladder."""
 
     def _check_fit_data(self, X, y, reset, classes=None):
-        """Check X and y; learn (or check) ``classes_`` and the shapes."""
+        """Check X and y; learn (or check) ``classes_``, the shapes and
+        the feature names."""
+        names = feature_names(X)
+        if not reset:
+            self._check_feature_names(names)
         X = _inputs.check_x(X)
         y = _inputs.check_y(y, self._targets)
         _inputs.check_lengths(X, y)
@@ -45,20 +52,33 @@ class FitDataMixin:
             _inputs.check_finite_blocks(y, "y")
         if X.shape[0] == 0:
             raise ShapeError("X is empty: it has 0 rows (samples).")
-        self._check_sample_shape(X, reset)
+        if not reset:
+            self._check_predict_shape(tuple(X.shape[1:]))
         self._targets.learn(self, y, reset, classes)
+        if reset:
+            _fitted.learn_inputs(self, tuple(X.shape[1:]), names)
         return {"X": X, "y": y, "y_ndim": len(y.shape)}
 
-    def _check_sample_shape(self, X, reset):
-        sample_shape = tuple(X.shape[1:])
-        if reset:
-            self._sample_shape = sample_shape
-            if len(sample_shape) == 1:
-                self.n_features_in_ = sample_shape[0]
-            elif hasattr(self, "n_features_in_"):
-                del self.n_features_in_
+    def _check_feature_names(self, names, warn=True):
+        """Compare X's column names with ``feature_names_in_``, as
+        scikit-learn does: an error when they differ, a warning (with
+        ``warn``) when one of them has none."""
+        fitted = getattr(self, "feature_names_in_", None)
+        name = type(self).__name__
+        one_side = (names is None) != (fitted is None)
+        if names is None and fitted is None or one_side and not warn:
             return
-        self._check_predict_shape(sample_shape)
+        if names is None:
+            warn_user(f"X does not have valid feature names, but {name} "
+                      f"was fitted with feature names", UserWarning)
+            return
+        if fitted is None:
+            warn_user(f"X has feature names, but {name} was fitted "
+                      f"without feature names", UserWarning)
+            return
+        if len(names) == len(fitted) and np.all(names == fitted):
+            return
+        raise ValueError(_names_differ(list(fitted), list(names)))
 
     def _check_predict_shape(self, sample_shape):
         expected = self._sample_shape
@@ -92,7 +112,9 @@ class FitDataMixin:
             x_valid, y_valid = self._validation_ds(np_dtype, n_workers)
         elif self.validation_fraction:
             x, y, x_valid, y_valid = self._split(x, y)
-        self.n_workers_ = min(n_workers, x.n_blocks)
+        x, y, n_replicas = _dealing.replicas(
+            x, y, self.n_workers, n_workers, self.shuffle, per_worker)
+        _fitted.set_workers(self, n_replicas)
         return FitData(x, y, x_valid, y_valid, self._sample_shape,
                        checked["y_ndim"])
 
@@ -140,6 +162,50 @@ class FitDataMixin:
                 build(y, 1, train_sizes, range(len(parts))),
                 build(x, 2, [n_valid[i] for i in keep], keep),
                 build(y, 3, [n_valid[i] for i in keep], keep))
+
+
+def feature_names(X):
+    """X's column names as an object array when all are strings (a
+    pandas DataFrame, say), else None; scikit-learn's convention.
+
+    Column names of mixed types, strings among them, raise TypeError.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None or _inputs.is_ds_tensor(X):
+        return None
+    names = np.asarray(list(columns), dtype=object)
+    kinds = sorted({type(n).__qualname__ for n in names})
+    if len(kinds) > 1 and "str" in kinds:
+        raise TypeError(
+            f"Feature names are only supported if all input features have "
+            f"string names, but X has {kinds} as column name types. Make "
+            f"them all strings (X.columns = X.columns.astype(str)) for "
+            f"them to be stored and checked, or all of another type.")
+    if len(names) == 0 or kinds != ["str"]:
+        return None
+    return names
+
+
+def _names_differ(fitted, names):
+    """scikit-learn's message for column names that differ from fit's."""
+    message = "The feature names should match those that were passed " \
+              "during fit.\n"
+    unseen = [n for n in names if n not in set(fitted)]
+    missing = [n for n in fitted if n not in set(names)]
+    if not unseen and not missing:
+        return message + ("Feature names must be in the same order as they "
+                          "were in fit.\n")
+
+    def listed(title, items):
+        shown = "".join(f"- {n}\n" for n in items[:5])
+        more = "- ...\n" if len(items) > 5 else ""
+        return f"{title}\n{shown}{more}"
+    if unseen:
+        message += listed("Feature names unseen at fit time:", unseen)
+    if missing:
+        message += listed("Feature names seen at fit time, yet now missing:",
+                          missing)
+    return message
 
 
 def _data():

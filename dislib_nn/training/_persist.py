@@ -1,25 +1,42 @@
-"""Saving a fitted estimator's weights and parameters, and loading them.
+"""Saving a fitted estimator and loading it; pickling an estimator.
 
-A file holds the estimator's parameters, the fitted attributes that
-``predict`` and ``score`` need (classes, input shape, history) and the
-module's ``state_dict``; not the optimizer states or anything of the
-training data. It is written with ``torch.save`` to a temporary file,
+A file written by ``save`` holds the estimator's parameters, the fitted
+attributes that ``predict`` and ``score`` need (classes, input shape,
+feature names, history; see :func:`._fitted.for_file`) and the module's
+``state_dict``, as CPU tensors; not the optimizer states or anything of
+the training data. It is written with ``torch.save`` to a temporary file,
 then renamed, so a crash never leaves a torn file.
+
+Parameters and attributes are pickled with cloudpickle, as is the state
+of a pickled estimator (:func:`reduce_estimator`): a class or function
+defined in ``__main__`` (a script, a notebook cell) travels by value, so
+the file or pickle loads in a process that does not define it; the rest
+travels by reference, as plain pickle does. When a class cannot be found
+where the file is read (its module is not importable there), the error
+names the class and the module, and says what to do. Tensors on a GPU
+are written as CPU tensors, so they load on a machine without one.
 """
 
+import io
 import os
+import pickle
+import re
+import sys
+import types
 
 import torch
 
 from dislib_nn.exceptions import NotFittedError, ShapeError
+from dislib_nn.training import _fitted
 
-__all__ = ["save_estimator", "load_estimator", "load_weights"]
+__all__ = ["save_estimator", "load_estimator", "load_weights",
+           "reduce_estimator"]
 
 _FORMAT = "dislib_nn.estimator"
-_VERSION = 1
-# Fitted attributes that only training needs.
-_TRAINING_ONLY = ("module_", "optimizer_states_", "_carried", "_clock",
-                  "_extra_params")
+#: 1: parameters and attributes pickled inside the file by reference;
+#: 2: each of them cloudpickle bytes, with the modules they refer to.
+_VERSION = 2
+_READS = (1, 2)
 
 
 def save_estimator(est, path):
@@ -28,12 +45,10 @@ def save_estimator(est, path):
         raise NotFittedError(
             f"This {type(est).__name__} instance is not fitted yet: there "
             f"are no weights to save. Call 'fit' first.")
-    params = est.get_params(deep=False)
-    fitted = {k: v for k, v in vars(est).items()
-              if k not in params and k not in _TRAINING_ONLY}
     content = {"format": _FORMAT, "version": _VERSION,
-               "estimator": _class_name(type(est)), "params": params,
-               "fitted": fitted,
+               "estimator": _class_name(type(est)),
+               "params": _dumps(est.get_params(deep=False)),
+               "fitted": _dumps(_fitted.for_file(est)),
                "weights": {k: v.detach().cpu().clone() for k, v in
                            est.module_.state_dict().items()}}
     path = os.fspath(path)
@@ -51,34 +66,41 @@ def load_estimator(est, path, build_module):
 
     ``est``'s own parameters decide the module (``build_module(inferred,
     sample_shape)`` builds it); an estimator whose ``module`` is None
-    takes every parameter from the file first. The file is unpickled:
-    load only files you trust.
+    takes every parameter from the file first. A failed load leaves
+    ``est`` as it was. The file is unpickled: load only files you trust.
     """
+    source = repr(os.fspath(path))
     content = _read(path)
     saved_class = content["estimator"]
     if saved_class != _class_name(type(est)):
         raise TypeError(
-            f"{os.fspath(path)!r} holds a {saved_class}; it cannot be "
+            f"{source} holds a {saved_class}; it cannot be "
             f"loaded into a {_class_name(type(est))}.")
-    before = dict(vars(est))
-    extra = dict(getattr(est, "_extra_params", {}))
-    fitted = content["fitted"]
+    before = _fitted.snapshot(est)
     try:
+        fitted = _loads(content["fitted"], source)
         if est.module is None:
-            est.set_params(**content["params"])
+            est.set_params(**_loads(content["params"], source))
         module = build_module(fitted.get("_inferred"),
                               fitted.get("_sample_shape"))
-        load_weights(module, content["weights"], source=os.fspath(path))
+        load_weights(module, content["weights"], source=source)
+        _fitted.loaded(est, fitted, module)
     except BaseException:
-        vars(est).clear()
-        vars(est).update(before)
-        if "_extra_params" in before:
-            est._extra_params = extra
+        before.restore()
         raise
-    vars(est).update(fitted)
-    est.module_ = module.cpu().eval()
-    est.optimizer_states_ = None
-    est._velocity = None
+    return est
+
+
+def reduce_estimator(est):
+    """``__reduce__`` of an estimator: its class and ``__dict__`` as
+    cloudpickle bytes (``__main__`` classes by value, CPU tensors)."""
+    return _rebuild, (_dumps((type(est), dict(vars(est)))),)
+
+
+def _rebuild(blob):
+    cls, state = _loads(blob, "the pickled estimator")
+    est = cls.__new__(cls)
+    est.__setstate__(state)
     return est
 
 
@@ -108,23 +130,125 @@ def load_weights(module, state, source="the saved weights"):
 
 
 def _read(path):
+    source = repr(os.fspath(path))
     try:
         content = torch.load(os.fspath(path), map_location="cpu",
                              weights_only=False)
     except FileNotFoundError:
         raise
+    except (ImportError, AttributeError) as exc:
+        # A file of format 1: a class it refers to is not found here.
+        raise _missing_class(exc, {}, source) from exc
     except Exception as exc:  # noqa: BLE001 - any unreadable file
-        raise ValueError(f"{os.fspath(path)!r} is not a file written by "
+        raise ValueError(f"{source} is not a file written by "
                          f"save(): {exc}") from exc
     if not isinstance(content, dict) or content.get("format") != _FORMAT:
-        raise ValueError(f"{os.fspath(path)!r} is not a file written by "
+        raise ValueError(f"{source} is not a file written by "
                          f"an estimator's save().")
-    if content.get("version") != _VERSION:
+    if content.get("version") not in _READS:
         raise ValueError(
-            f"{os.fspath(path)!r} was written in format version "
-            f"{content.get('version')!r}; this dislib_nn reads version "
-            f"{_VERSION}.")
+            f"{source} was written in format version "
+            f"{content.get('version')!r}; this dislib_nn reads versions "
+            f"{', '.join(map(str, _READS))}.")
     return content
+
+
+def _dumps(obj):
+    """``obj`` as cloudpickle bytes, with the modules whose classes and
+    functions it refers to by name (for the error, if one is missing
+    where it is read)."""
+    buffer = io.BytesIO()
+    pickler = _pickler_class()(buffer)
+    pickler.dump(obj)
+    return {"pickle": buffer.getvalue(),
+            "references": {m: sorted(names)
+                           for m, names in pickler.references.items()}}
+
+
+def _loads(blob, source):
+    """What :func:`_dumps` pickled (a format-1 file holds it as is)."""
+    if not (isinstance(blob, dict) and set(blob) == {"pickle",
+                                                     "references"}):
+        return blob
+    try:
+        return pickle.loads(blob["pickle"])
+    except (ImportError, AttributeError) as exc:
+        raise _missing_class(exc, blob["references"], source) from exc
+
+
+_PICKLER = []
+
+
+def _pickler_class():
+    """cloudpickle's Pickler, noting the globals it writes by reference
+    and writing GPU tensors as CPU ones (cloudpickle is imported at the
+    first save or pickle)."""
+    if _PICKLER:
+        return _PICKLER[0]
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):
+        def __init__(self, file):
+            super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.references = {}
+
+        def reducer_override(self, obj):
+            if type(obj) is torch.Tensor and obj.device.type not in (
+                    "cpu", "meta"):
+                return obj.detach().cpu().requires_grad_(
+                    obj.requires_grad).__reduce_ex__(
+                        pickle.HIGHEST_PROTOCOL)
+            if isinstance(obj, (type, types.FunctionType)):
+                module = getattr(obj, "__module__", None)
+                if module not in (None, "__main__", "builtins") \
+                        and module in sys.modules:
+                    self.references.setdefault(module, set()).add(
+                        getattr(obj, "__qualname__", repr(obj)))
+            return super().reducer_override(obj)
+
+    _PICKLER.append(Pickler)
+    return Pickler
+
+
+_NO_ATTRIBUTE = re.compile(r"Can't get attribute '([^']+)' on "
+                           r"<module '([^']+)'")
+
+
+def _missing_class(exc, references, source):
+    """The error for a class or function not found where it is loaded."""
+    found = _NO_ATTRIBUTE.search(str(exc))
+    if found is not None and found.group(2) == "__main__":
+        name = found.group(1)
+        return ImportError(
+            f"{source} cannot be loaded here: it refers to {name!r} of "
+            f"module '__main__' (the script or notebook that wrote it) by "
+            f"name, and this process's __main__ has no {name!r}. Files and "
+            f"pickles written by this version of dislib_nn carry such "
+            f"classes by value: define (or import) {name!r} in __main__ "
+            f"before loading this one, then save it again.")
+    if found is not None:
+        name, module = found.groups()
+        return ImportError(
+            f"{source} cannot be loaded here: it refers to {name!r} of "
+            f"module {module!r}, which here has no {name!r} (another "
+            f"version of {module!r}?). Load it where {module!r} defines "
+            f"{name!r}.")
+    module = getattr(exc, "name", None)
+    if not module:
+        return ImportError(f"{source} cannot be loaded here: {exc}. A "
+                           f"class or function it refers to by name is "
+                           f"not found.")
+    names = [f"{m}.{n}" for m, ns in sorted(references.items())
+             if m == module or m.startswith(module + ".") for n in ns]
+    what = (f"{', '.join(names)} (module {module!r})" if names
+            else f"module {module!r}")
+    return ImportError(
+        f"{source} cannot be loaded here: it refers by name to {what}, "
+        f"which cannot be imported in this process ({exc}). Make "
+        f"{module!r} importable where you load (install it, or add its "
+        f"folder to sys.path or PYTHONPATH); a class defined in the "
+        f"script or notebook that saves (its __main__) is saved by value "
+        f"and needs no import.")
 
 
 def _class_name(cls):

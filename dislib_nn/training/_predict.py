@@ -14,6 +14,7 @@ from dislib_nn import runtime
 from dislib_nn.training import _data_tasks, _labels, _metrics
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._components import Components
+from dislib_nn.training._fit_data import feature_names
 from dislib_nn.training._torch_loop import forward_batches
 
 __all__ = ["PredictMixin"]
@@ -28,11 +29,15 @@ class PredictMixin:
         """``what`` of the fitted module on X: array in, array out;
         DsTensor in, DsTensor out (computed by tasks)."""
         check_is_fitted(self)
+        self._check_feature_names(feature_names(X))
         X = _inputs.check_x(X)
         self._check_predict_shape(tuple(X.shape[1:]))
         if _inputs.is_ds_tensor(X):
             return self._forward_ds(X, what)
-        x = torch.from_numpy(np.ascontiguousarray(X))
+        x = np.ascontiguousarray(X)
+        if not x.flags.writeable:       # torch warns on read-only memory
+            x = x.copy()
+        x = torch.from_numpy(x)
         raw = forward_batches(self.module_, x, self._predict_batch(),
                               torch.device("cpu"), self._output)
         return self._decode(raw, what)
@@ -87,12 +92,18 @@ class PredictMixin:
     def _score(self, X, y, sample_weight=None):
         """Accuracy (classifier) or R² (regressor) of predictions on X."""
         check_is_fitted(self)
+        given, names = X, feature_names(X)
+        # Other column names than fit's: an error before any other; the
+        # warnings for names missing on one side come once, below.
+        self._check_feature_names(names, warn=False)
         X = _inputs.check_x(X)
         y = _inputs.check_y(y, self._targets)
         _inputs.check_lengths(X, y)
-        self._check_predict_shape(tuple(X.shape[1:]))
         if not (_inputs.is_ds_tensor(X) or _inputs.is_ds_tensor(y)):
-            return self._score_arrays(X, y, sample_weight)
+            # predict checks the feature names and the shape of X.
+            return self._score_arrays(given, y, sample_weight)
+        self._check_feature_names(names)
+        self._check_predict_shape(tuple(X.shape[1:]))
         if sample_weight is not None:
             raise TypeError("score() takes sample_weight with array input "
                             "only; X or y is a DsTensor.")

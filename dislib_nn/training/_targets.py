@@ -11,13 +11,13 @@ Both objects are picklable (tasks receive them inside
 
 import numpy as np
 import torch
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, column_or_1d
 
 from dislib_nn.exceptions import ShapeError
 from dislib_nn.runtime import wait_on
-from dislib_nn.training import _data_tasks, _labels, _metrics
+from dislib_nn.training import _data_tasks, _fitted, _labels, _metrics
 from dislib_nn.training import _input_checks as _inputs
+from dislib_nn.training._sklearn_checks import (
+    check_array, check_classification_targets, column_or_1d)
 
 __all__ = ["CLASSIFICATION", "REGRESSION", "OutputAdapter"]
 
@@ -62,19 +62,20 @@ class _Classification:
         if not reset:
             return
         if classes is not None:
-            estimator.classes_ = np.unique(np.asarray(classes))
+            learned = np.unique(np.asarray(classes))
         elif _inputs.is_ds_tensor(y):
             parts = wait_on([_data_tasks._unique_labels(b)
                              for b in y._blocks])
-            estimator.classes_ = _labels.union(parts)
+            learned = _labels.union(parts)
         else:
-            estimator.classes_ = np.unique(y)
-        if len(estimator.classes_) < 2:
+            learned = np.unique(y)
+        if len(learned) < 2:
             raise ValueError(
                 f"y holds one class only "
-                f"({estimator.classes_[:1].tolist()[0]!r}): a classifier "
+                f"({learned[:1].tolist()[0]!r}): a classifier "
                 f"needs samples of at least 2 classes. (partial_fit takes "
                 f"them all in classes= on its first call.)")
+        _fitted.learn_classes(estimator, learned)
 
     def as_ds_tensor(self, estimator, y, block_sizes, np_dtype):
         """Labels as a DsTensor of class indices (by tasks for DsTensors)."""
@@ -154,7 +155,7 @@ class _Regression:
         """Remember (first fit) or check (later) the targets' dimensions."""
         y_ndim = len(y.shape)
         if reset:
-            estimator._y_ndim = y_ndim
+            _fitted.learn_targets(estimator, y_ndim)
         elif y_ndim != estimator._y_ndim:
             raise ShapeError(
                 f"y has {y_ndim} dimension(s), but this estimator was "

@@ -151,9 +151,12 @@ def test_same_random_state_same_model():
 
 
 def test_n_workers_is_capped_by_the_number_of_blocks():
+    # A fixed partition (see tests/training/test_replicas.py for the
+    # global shuffle, which re-blocks).
     X, y = _classification()
     x = dnn.from_array(X, n_blocks=3)
-    clf = _clf(n_workers=8).fit(x, y)
+    with pytest.warns(UserWarning, match="training 3 replicas"):
+        clf = _clf(n_workers=8, shuffle="none").fit(x, y)
     assert clf.n_workers_ == 3
 
 
