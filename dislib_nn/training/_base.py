@@ -15,8 +15,9 @@ table, then climbs a ladder of small steps that subclasses may override:
 
 What differs between classifiers and regressors is in ``_targets``
 (:mod:`._targets`); predictions and scores are in :mod:`._predict`;
-resuming from a checkpoint in :mod:`._checkpoint`; what a failed fit
-puts back in :mod:`._fit_state`; saving and loading in :mod:`._persist`.
+resuming from a checkpoint in :mod:`._checkpoint`; saving, loading and
+pickling in :mod:`._persist`. What a fit learns (the fitted attributes)
+is written by :mod:`._fitted` only, and put back by it when a fit fails.
 """
 
 import numbers
@@ -28,10 +29,11 @@ from sklearn.utils import check_random_state
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
-from dislib_nn.training import _checkpoint, _persist, _seeds
+from dislib_nn.training import _checkpoint, _fitted, _persist, _seeds
 from dislib_nn.training._callbacks import (EarlyStopping, FailurePolicy,
                                            History, LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
+                                            check_arguments,
                                             check_keywords, check_step,
                                             first_float_dtype,
                                             inferable_arguments,
@@ -39,7 +41,6 @@ from dislib_nn.training._components import (PREFIXES, Components,
 from dislib_nn.training._dealing import SHUFFLE_MODES, EpochData
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
-from dislib_nn.training._fit_state import FitState
 from dislib_nn.training._input_checks import check_rows
 from dislib_nn.training._lifetimes import Lifetimes
 from dislib_nn.training._predict import PredictMixin
@@ -79,7 +80,8 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         "n_epochs": [p.Interval(_INT, 1, None)],
         "batch_size": [p.Interval(_INT, 1, None)],
         "n_workers": [p.NoneValue(), p.Interval(_INT, 1, None)],
-        "sync_every": [p.Interval(_INT, 1, None)],
+        "sync_every": [p.Interval(_INT, 1, None), p.EpochFraction(),
+                       p.Options("step")],
         "shuffle": [p.Options(*SHUFFLE_MODES)],
         "optimizer_state": [p.Options("keep", "reset", "average")],
         "outer_lr": [p.Interval(_REAL, 0, None, closed="neither")],
@@ -96,6 +98,13 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         "checkpoint_dir": [p.NoneValue(), p.PathLike()],
         "on_failure": [p.Options("retry", "skip", "raise")],
         "max_retries": [p.Interval(_INT, 0, None)],
+        "grad_clip_norm": [p.NoneValue(),
+                           p.Interval(_REAL, 0, None, closed="neither")],
+        "grad_clip_value": [p.NoneValue(),
+                            p.Interval(_REAL, 0, None, closed="neither")],
+        "accumulate_grad_batches": [p.Interval(_INT, 1, None)],
+        # After "device": fp16 is checked against the tasks' device.
+        "precision": [p.Precision()],
     }
 
     def __init__(self, *, module=None, criterion=None,
@@ -106,7 +115,9 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_retries=2, **kwargs):
+                 on_failure="retry", max_retries=2, grad_clip_norm=None,
+                 grad_clip_value=None, accumulate_grad_batches=1,
+                 precision="fp32", **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -132,6 +143,10 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self.checkpoint_dir = checkpoint_dir
         self.on_failure = on_failure
         self.max_retries = max_retries
+        self.grad_clip_norm = grad_clip_norm
+        self.grad_clip_value = grad_clip_value
+        self.accumulate_grad_batches = accumulate_grad_batches
+        self.precision = precision
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -168,6 +183,13 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
                        InvalidParameterError)
         p.validate(self._parameter_constraints,
                    self.get_params(deep=False), name)
+        check_arguments(
+            {"module": self.module, "criterion": self.criterion
+             if self.criterion is not None
+             else self._targets.default_criterion,
+             "optimizer": self.optimizer, "lr_schedule": self.lr_schedule},
+            split_prefixed(self._prefixed_params()), name,
+            InvalidParameterError)
         if self.validation_fraction and self.validation_data is not None:
             raise InvalidParameterError(
                 f"{name} takes validation_fraction or validation_data, not "
@@ -208,7 +230,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         checkpoint, path = _checkpoint.to_resume(self, resume)
         continuing = checkpoint is None and self.warm_start \
             and self.__sklearn_is_fitted__()
-        saved = FitState(self)
+        saved = _fitted.snapshot(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
             check_rows(self, checked["X"])
@@ -240,7 +262,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         self._validate_params()
         self._announce_start()
         first = not self.__sklearn_is_fitted__()
-        saved = FitState(self)
+        saved = _fitted.snapshot(self)
         try:
             checked = self._check_fit_data(X, y, reset=first,
                                            classes=classes)
@@ -278,19 +300,15 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         ``seed``: the base seed (:mod:`._seeds`) of a checkpoint resumed,
         else drawn from ``random_state``.
         """
-        self._seed = int(check_random_state(self.random_state)
-                         .randint(0, 2 ** 31 - 1)) if seed is None \
-            else int(seed)
-        self._inferred = self._inferred_arguments(checked)
+        if seed is None:
+            seed = check_random_state(self.random_state).randint(
+                0, 2 ** 31 - 1)
+        inferred = self._inferred_arguments(checked)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(_seeds.seed_for(self._seed, _seeds.MODEL_INIT))
-            module = self._components(self._inferred).build_module()
+            torch.manual_seed(_seeds.seed_for(int(seed), _seeds.MODEL_INIT))
+            module = self._components(inferred).build_module()
             materialize(module, self._sample_shape)
-        self.module_ = module.cpu()
-        self.history_ = []
-        self.n_epochs_ = 0
-        self.optimizer_states_ = None
-        self._carried = {}
+        _fitted.start(self, module, seed, inferred)
 
     def _check_step(self, data):
         """Try one sample through the training step before any task."""
@@ -310,8 +328,6 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
             data.x, data.y, self.n_workers_, self.shuffle,
             _seeds.seed_for(self._seed, _seeds.EPOCHS), _shuffle,
             balance=bool(self.balance))
-        self._output = self._targets.adapter(
-            self, data.y_ndim, first_float_dtype(self.module_))
         setup = FitSetup(
             components, epochs,
             {k: v.detach().clone()
@@ -377,18 +393,18 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         names = [k for k, v in carry.items() if v is not None]
         values = runtime.wait_on(final_model, [carry[k] for k in names])
         state, carried = values[0], dict(zip(names, values[1]))
-        self.module_.load_state_dict(state)
-        self.module_.eval()
-        self.optimizer_states_ = carried.pop("optimizer_states", None)
-        self._carried = carried
+        _fitted.finish(self, state, carried.pop("optimizer_states", None),
+                       carried)
 
     # -------------------------------------------------------- persistence
     def save(self, path):
         """Write the fitted model's weights and parameters to ``path``.
 
         The file holds the parameters, the fitted attributes ``predict``
-        needs and the module's ``state_dict`` (not the optimizer states
-        nor any training data); see :meth:`load`.
+        needs and the module's ``state_dict`` as CPU tensors (not the
+        optimizer states nor any training data); see :meth:`load`. A
+        module class defined in ``__main__`` (a script, a notebook) is
+        stored by value: the file loads where it is not defined.
         """
         _persist.save_estimator(self, path)
 
@@ -398,10 +414,25 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         This estimator's parameters build the module that receives the
         weights (an estimator built with ``module=None`` takes every
         parameter from the file), so a module of another architecture
-        is refused with an error naming the keys that differ. The file
-        is unpickled: load only files you trust.
+        is refused with an error naming the keys that differ; a class
+        whose module cannot be imported here, with an ImportError naming
+        both. The loaded estimator predicts, and trains on with
+        ``partial_fit`` or ``warm_start`` (with fresh optimizer states).
+        The file is unpickled: load only files you trust.
         """
         return _persist.load_estimator(self, path, self._module_for_load)
+
+    def __reduce__(self):
+        """Pickle (and ``copy.deepcopy``) with cloudpickle: a module class
+        defined in ``__main__`` (a script, a notebook) travels by value,
+        and weights on a GPU as CPU tensors."""
+        return _persist.reduce_estimator(self)
+
+    def __copy__(self):
+        # A shallow copy stays shallow (__reduce__ would copy it all).
+        copy = type(self).__new__(type(self))
+        copy.__dict__.update(vars(self))
+        return copy
 
     def _module_for_load(self, inferred, sample_shape):
         self._validate_params()
@@ -413,12 +444,6 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
             module = self._components(inferred).build_module()
             materialize(module, sample_shape)
         return module
-
-    def _forget_fit(self):
-        """Undo a first fit that failed: no half-trained model is left."""
-        for name in ("module_", "history_", "n_epochs_", "classes_",
-                     "n_features_in_", "n_workers_", "optimizer_states_"):
-            self.__dict__.pop(name, None)
 
 
 def _shuffle(x, y, seed):
@@ -442,6 +467,9 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
     _strategy_class = AsyncStrategy
     _parameter_constraints = dict(
         EpochAveragingBase._parameter_constraints,
+        # Merges within an epoch are the synchronous strategy's only, so
+        # far.
+        sync_every=[p.Interval(_INT, 1, None)],
         max_lag=[p.NoneValue(), p.Interval(_INT, 0, None)],
         staleness_exponent=[p.Interval(_REAL, 0, None)])
 
@@ -453,8 +481,9 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_retries=2, max_lag=1,
-                 staleness_exponent=0.5,
+                 on_failure="retry", max_retries=2, grad_clip_norm=None,
+                 grad_clip_value=None, accumulate_grad_batches=1,
+                 precision="fp32", max_lag=1, staleness_exponent=0.5,
                  **kwargs):
         super().__init__(
             module=module, criterion=criterion, optimizer=optimizer, lr=lr,
@@ -468,6 +497,9 @@ class AsyncEpochAveragingBase(EpochAveragingBase):
             patience=patience, device=device, random_state=random_state,
             verbose=verbose, warm_start=warm_start, balance=balance,
             checkpoint_dir=checkpoint_dir, on_failure=on_failure,
-            max_retries=max_retries, **kwargs)
+            max_retries=max_retries, grad_clip_norm=grad_clip_norm,
+            grad_clip_value=grad_clip_value,
+            accumulate_grad_batches=accumulate_grad_batches,
+            precision=precision, **kwargs)
         self.max_lag = max_lag
         self.staleness_exponent = staleness_exponent

@@ -6,7 +6,6 @@ What classifiers (and regressors) of both strategies share is in
 """
 
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.metrics import accuracy_score, r2_score
 
 from dislib_nn.training import _labels
 from dislib_nn.training._base import (AsyncEpochAveragingBase,
@@ -81,8 +80,12 @@ _PARAMETERS = """
     n_workers : int, default=None
         Replicas trained in parallel (``None``: as many as the runtime
         runs at once); never more than the number of blocks of X.
-    sync_every : int, default=1
+    sync_every : int, float or "step", default=1
         Epochs between merges; the last epoch of a fit always merges.
+        The synchronous estimators also take a fraction ``1 / k`` of an
+        epoch (``0.25``: four merges an epoch, each replica training on
+        the next quarter of its rows between them) or ``"step"`` (a
+        merge after every optimizer step).
     shuffle : {{"global", "local", "none"}}, default="global"
         ``"global"``: reshuffle rows across blocks every epoch;
         ``"local"``: shuffle rows inside each worker and re-deal blocks
@@ -148,6 +151,28 @@ _PARAMETERS = """
     max_retries : int, default=2
         With ``on_failure="retry"``: how many more times an epoch that
         raised runs before the fit stops.
+    grad_clip_norm : float or None, default=None
+        Before every optimizer step, clip the gradients' total norm to
+        this value (``torch.nn.utils.clip_grad_norm_``).
+    grad_clip_value : float or None, default=None
+        Before every optimizer step (after ``grad_clip_norm``), clip each
+        gradient element to ``[-value, value]``
+        (``torch.nn.utils.clip_grad_value_``).
+    accumulate_grad_batches : int, default=1
+        Step the optimizer every that many minibatches, on the sum of
+        their gradients of ``loss / accumulate_grad_batches`` (Lightning's
+        semantics); a last incomplete group of an epoch still steps.
+        Merges within an epoch (``sync_every`` a fraction or ``"step"``)
+        fall between optimizer steps, never inside a group.
+    precision : {{"fp32", "bf16", "fp16"}}, default="fp32"
+        ``"bf16"``: the forward pass and the loss run under
+        ``torch.autocast`` with bfloat16, on the CPU and on CUDA.
+        ``"fp16"``: under float16 autocast with a ``torch.amp.GradScaler``
+        of each training task's own (a step it skips for gradients that
+        overflowed leaves the replica as it was and does not count as
+        diverging); CUDA only, refused by ``fit`` before any training
+        task where they would run on the CPU. Weights, optimizer states
+        and merges stay float32.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
@@ -171,6 +196,9 @@ _PARAMETERS = """
         the model was created.
     n_features_in_ : int
         Features per sample (for 2-D X only).
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        The column names of X in ``fit``, for a DataFrame whose column
+        names are all strings only.
     n_workers_ : int
         Replicas trained in the last fit.
     optimizer_states_ : list of dict or None
@@ -215,6 +243,7 @@ class _Classifier(ClassifierMixin):
         return self._score(X, y, sample_weight)
 
     def _score_arrays(self, X, y, sample_weight):
+        from sklearn.metrics import accuracy_score  # 0.2 s: at first use
         _labels.encode(y, self.classes_, "y")
         return float(accuracy_score(y, self.predict(X),
                                     sample_weight=sample_weight))
@@ -243,6 +272,7 @@ class _Regressor(RegressorMixin):
         return self._score(X, y, sample_weight)
 
     def _score_arrays(self, X, y, sample_weight):
+        from sklearn.metrics import r2_score  # 0.2 s: at first use
         return float(r2_score(y, self.predict(X),
                               sample_weight=sample_weight))
 

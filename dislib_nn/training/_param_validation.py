@@ -16,10 +16,13 @@ import numpy as np
 import torch
 
 from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training._precision import (PRECISIONS,
+                                          check_device_parameter)
 
-__all__ = ["Interval", "Options", "Boolean", "NoneValue", "Callable",
+__all__ = ["Interval", "EpochFraction", "Options", "Boolean", "NoneValue",
+           "Callable",
            "PathLike", "ModuleSpec", "DeviceSpec", "RandomState",
-           "PairOfArrays", "validate"]
+           "PairOfArrays", "Precision", "validate"]
 
 
 class Interval:
@@ -68,6 +71,21 @@ class Options:
     def __str__(self):
         return ("a str among {"
                 + ", ".join(repr(o) for o in self.options) + "}")
+
+
+class EpochFraction:
+    """A fraction ``1 / k`` of an epoch (``k`` an int >= 2): 0.5, 0.25,
+    0.1..."""
+
+    def is_satisfied_by(self, value):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, numbers.Real) or not 0 < value < 1:
+            return False
+        k = 1 / float(value)
+        return abs(k - round(k)) <= 1e-9 * k
+
+    def __str__(self):
+        return "a fraction 1/k of an epoch (0.5, 0.25, 0.1, ...)"
 
 
 class Boolean:
@@ -159,6 +177,21 @@ class PairOfArrays:
         return "a pair (X, y)"
 
 
+class Precision:
+    """``"fp32"``, ``"bf16"`` or ``"fp16"``; ``"fp16"`` only with a
+    ``device`` parameter that is CUDA or ``"auto"``."""
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, str) and value in PRECISIONS
+
+    def check_with(self, value, params, caller):
+        """What depends on other parameters: fp16 needs CUDA."""
+        check_device_parameter(value, params.get("device", "auto"))
+
+    def __str__(self):
+        return "a str among {'fp32', 'bf16', 'fp16'}"
+
+
 def validate(constraints, params, caller):
     """Check ``params`` against ``constraints``; raise on the first misfit.
 
@@ -180,7 +213,12 @@ def validate(constraints, params, caller):
         if name not in params:
             continue
         value = params[name]
-        if any(c.is_satisfied_by(value) for c in allowed):
+        met = next((c for c in allowed if c.is_satisfied_by(value)), None)
+        if met is not None:
+            # A constraint may also check the value against the other
+            # parameters (checked first when listed before it).
+            if hasattr(met, "check_with"):
+                met.check_with(value, params, caller)
             continue
         described = [str(c) for c in allowed]
         if len(described) == 1:

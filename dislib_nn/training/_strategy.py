@@ -28,10 +28,11 @@ A new strategy is one module with a :class:`Strategy` subclass and its
 tasks; the estimator class names it in ``_strategy_class``.
 """
 
+from dislib_nn.training._precision import check_tasks_device
 from dislib_nn.training._torch_loop import EpochSettings
 
 __all__ = ["FitSetup", "EpochHandle", "Strategy", "training_fields",
-           "measured_compute_s"]
+           "combine_shares", "measured_compute_s"]
 
 
 class FitSetup:
@@ -61,6 +62,9 @@ class FitSetup:
 
     def __init__(self, components, data, state, carried, params, output,
                  param_keys, lifetimes, train_task):
+        # Before the first training task: fp16 needs the CUDA devices
+        # that the tasks of device="auto" may not get on this site.
+        check_tasks_device(params["precision"], params["device"])
         self.components = components
         self.data = data
         self.state = state
@@ -75,15 +79,38 @@ class FitSetup:
     def n_workers(self):
         return self.data.n_workers
 
-    def settings(self, epoch, worker, lr):
-        """The :class:`EpochSettings` of one replica's epoch."""
+    def settings(self, epoch, worker, lr, share=None):
+        """The :class:`EpochSettings` of one replica's epoch (its
+        ``share=(k, K)`` of it when it merges ``K`` times an epoch)."""
         p = self.params
         return EpochSettings(
             lr=lr, batch_size=p["batch_size"],
             seed=self.data.train_seed(epoch, worker),
             shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
             optimizer_state=p["optimizer_state"], output=self.output,
-            on_failure=p["on_failure"], max_retries=p["max_retries"])
+            on_failure=p["on_failure"], max_retries=p["max_retries"],
+            share=share, grad_clip_norm=p["grad_clip_norm"],
+            grad_clip_value=p["grad_clip_value"],
+            accumulate_grad_batches=p["accumulate_grad_batches"],
+            precision=p["precision"])
+
+    def shares(self, epoch):
+        """Merges within ``epoch``: 1 for ``sync_every`` of whole epochs,
+        ``1 / sync_every`` for a fraction, and for ``"step"`` one per
+        optimizer step of the worker with the most batches (a step
+        every ``accumulate_grad_batches`` batches)."""
+        every = self.params["sync_every"]
+        if every == "step":
+            b = self.params["batch_size"]
+            k = self.params["accumulate_grad_batches"]
+
+            def steps(rows):
+                batches = -(-rows // b)
+                return -(-batches // k)
+            return max(1, max(steps(n) for n in self.data.rows(epoch)))
+        if every < 1:
+            return int(round(1 / every))
+        return 1
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""
@@ -174,6 +201,33 @@ def training_fields(counts, stats):
             "worker_samples": [int(n) for n in counts],
             "worker_compute_s": [float(s["compute_s"]) for s in stats],
             "end_s": max(float(s["end_s"]) for s in stats)}
+
+
+def combine_shares(counts, stats):
+    """One epoch's per-worker counts and statistics from its shares'.
+
+    ``counts[k][w]`` and ``stats[k][w]`` are worker ``w``'s in share
+    ``k`` (a strategy merging ``K`` times an epoch submits ``K`` training
+    tasks per worker): rows, loss sums and compute times add up; the
+    epoch is finite if every share was, ran as often as its most rerun
+    share, and reports the first error; it ended with its last share.
+    """
+    if len(counts) == 1:
+        return counts[0], stats[0]
+    total_counts, total_stats = [], []
+    for w in range(len(counts[0])):
+        mine = [share[w] for share in stats]
+        error = next((s for s in mine if s["error"] is not None), None)
+        total_counts.append(sum(int(share[w]) for share in counts))
+        total_stats.append({
+            "loss_sum": sum(s["loss_sum"] for s in mine),
+            "compute_s": sum(s["compute_s"] for s in mine),
+            "end_s": max(s["end_s"] for s in mine),
+            "finite": all(s["finite"] for s in mine),
+            "runs": max(s["runs"] for s in mine),
+            "error": None if error is None else error["error"],
+            "traceback": None if error is None else error["traceback"]})
+    return total_counts, total_stats
 
 
 def measured_compute_s(stats):

@@ -13,6 +13,7 @@ master fetches no weights.
 
 from dislib_nn.training import _checkpoint, _train_tasks
 from dislib_nn.training._strategy import (EpochHandle, Strategy,
+                                          combine_shares,
                                           measured_compute_s,
                                           training_fields)
 
@@ -20,7 +21,11 @@ __all__ = ["SyncStrategy", "merges_after"]
 
 
 def merges_after(epoch, sync_every, last):
-    """Whether replicas merge after ``epoch`` (0-based, across fits)."""
+    """Whether replicas merge after ``epoch`` (0-based, across fits):
+    every ``sync_every`` epochs; after every epoch when they merge within
+    epochs (a fraction, or ``"step"``)."""
+    if sync_every == "step" or sync_every < 1:
+        return True
     return last or (epoch + 1) % sync_every == 0
 
 
@@ -50,34 +55,61 @@ class SyncStrategy(Strategy):
 
     def submit_epoch(self, epoch, lr, last, want_model):
         setup, p = self.setup, self.setup.params
-        data, lifetimes = setup.data, setup.lifetimes
+        data = setup.data
+        blocks = data.blocks(epoch)
+        n_shares = setup.shares(epoch)
+        counts, stats = [], []
+        merged = None
+        for k in range(n_shares):
+            share = (k, n_shares) if n_shares > 1 else None
+            share_counts, share_stats = self._train(blocks, epoch, lr, share)
+            counts.append(share_counts)
+            stats.append(share_stats)
+            if k < n_shares - 1 or merges_after(epoch, p["sync_every"],
+                                                last):
+                merged = self._merge(share_counts, share_stats)
+        data.forget(epoch)
+        if not last:
+            data.prepare(epoch + 1)
+        return EpochHandle(epoch, lr, merged is not None, [counts, stats],
+                           merged)
+
+    def read(self, handle, values):
+        counts, stats = values
+        counts, stats = combine_shares(counts, stats)
+        self.setup.data.throughput.observe(
+            counts, measured_compute_s(stats))
+        fields = training_fields(counts, stats)
+        fields["n_merges"] = len(values[0]) if handle.merged else 0
+        return fields
+
+    def _train(self, blocks, epoch, lr, share):
+        """Submit one training task per worker (for ``share`` of the
+        epoch): each continues from its state and optimizer state."""
+        setup, p = self.setup, self.setup.params
+        lifetimes = setup.lifetimes
+        # "reset": a new optimizer every epoch, carried across its shares.
+        reset = p["optimizer_state"] == "reset"
+        ends_epoch = share is None or share[0] == share[1] - 1
         counts, stats, states, optims = [], [], [], []
-        for w, (x_blocks, y_blocks) in enumerate(data.blocks(epoch)):
+        for w, (x_blocks, y_blocks) in enumerate(blocks):
+            settings = setup.settings(epoch, w, lr, share)
+            if reset and not ends_epoch:
+                settings.optimizer_state = "keep"
             state, optim, count, stat = setup.train_task(
                 setup.components, self.states[w], self.optims[w],
-                x_blocks, y_blocks, setup.settings(epoch, w, lr))
+                x_blocks, y_blocks, settings)
             states.append(state)
             optims.append(optim)
             counts.append(count)
             stats.append(stat)
-        data.forget(epoch)
-        if not last:
-            data.prepare(epoch + 1)
         lifetimes.release(self.states, self.optims)
         self.states = states
-        if p["optimizer_state"] == "reset":
+        if reset and ends_epoch:
             lifetimes.release(optims)
             optims = [None] * setup.n_workers
         self.optims = optims
-        merge = merges_after(epoch, p["sync_every"], last)
-        merged = self._merge(counts, stats) if merge else None
-        return EpochHandle(epoch, lr, merge, [counts, stats], merged)
-
-    def read(self, handle, values):
-        counts, stats = values
-        self.setup.data.throughput.observe(
-            counts, measured_compute_s(stats))
-        return training_fields(counts, stats)
+        return counts, stats
 
     def final_model(self):
         return self.state

@@ -7,6 +7,7 @@ owes the runtime: choosing the device, sizing torch threads under
 COMPSs, seeding, returning CPU tensors, and timing itself.
 """
 
+import contextlib
 import copy
 import os
 import time
@@ -17,9 +18,10 @@ import torch
 from dislib_nn.training import _merge
 
 from dislib_nn.training._device import resolve_device, size_threads
+from dislib_nn.training._precision import amp_plan
 
 __all__ = ["EpochSettings", "run_train_task", "train_one_epoch",
-           "forward_batches", "to_cpu"]
+           "share_of_batches", "forward_batches", "to_cpu"]
 
 _BATCH_NORMS = (torch.nn.modules.batchnorm._BatchNorm,
                 torch.nn.SyncBatchNorm)
@@ -47,10 +49,32 @@ class EpochSettings:
         :func:`run_train_task`); the master applies the rest.
     max_retries : int, default=0
         With ``"retry"``: how many times an epoch that raised runs again.
+    share : (int, int) or None, default=None
+        ``(k, K)``: train on the ``k``-th of ``K`` consecutive shares of
+        the epoch's optimizer steps, in the epoch's row order (the same
+        for every share), for ``K`` merges per epoch; None: the whole
+        epoch.
+    grad_clip_norm, grad_clip_value : float or None, default=None
+        Clip the gradients' total norm (``clip_grad_norm_``), then each
+        gradient element (``clip_grad_value_``), before every optimizer
+        step.
+    accumulate_grad_batches : int, default=1
+        Step the optimizer every that many batches, on the sum of their
+        gradients of ``loss / accumulate_grad_batches``.
+    precision : {"fp32", "bf16", "fp16"}, default="fp32"
+        Autocast dtype of the forward pass and the loss (see
+        :mod:`._precision`).
     """
 
     def __init__(self, lr, batch_size, seed, shuffle_rows, device,
-                 optimizer_state, output, on_failure="raise", max_retries=0):
+                 optimizer_state, output, on_failure="raise", max_retries=0,
+                 share=None, grad_clip_norm=None, grad_clip_value=None,
+                 accumulate_grad_batches=1, precision="fp32"):
+        self.share = share
+        self.grad_clip_norm = grad_clip_norm
+        self.grad_clip_value = grad_clip_value
+        self.accumulate_grad_batches = accumulate_grad_batches
+        self.precision = precision
         self.on_failure = on_failure
         self.max_retries = max_retries
         self.lr = lr
@@ -124,7 +148,7 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
 
     out, error, runs = _run_under_policy(attempt, settings)
     if error is not None:
-        rows = sum(len(b) for b in x_blocks)
+        rows = _rows_of(sum(len(b) for b in x_blocks), settings)
         out = (state, start_optim, rows, 0.0, False)
     state, optim, n, loss_sum, finite = out
     if not finite:
@@ -176,7 +200,7 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
              device):
     """One run of the epoch: state, optimizer state, rows, loss sum and
     whether all of them are finite."""
-    torch.manual_seed(settings.seed)
+    torch.manual_seed(_share_seed(settings))
     model = components.build_module()
     model.load_state_dict(state)
     model.to(device)
@@ -188,9 +212,13 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
     generator = None
     if settings.shuffle_rows:
         generator = torch.Generator().manual_seed(settings.seed)
-    n, loss_sum = train_one_epoch(model, optimizer, criterion, x, y,
-                                  settings.batch_size, generator, device,
-                                  settings.output)
+    n, loss_sum = train_one_epoch(
+        model, optimizer, criterion, x, y, settings.batch_size, generator,
+        device, settings.output, share=settings.share,
+        grad_clip_norm=settings.grad_clip_norm,
+        grad_clip_value=settings.grad_clip_value,
+        accumulate_grad_batches=settings.accumulate_grad_batches,
+        precision=settings.precision)
     keep = settings.optimizer_state != "reset"
     state = to_cpu(model.state_dict())
     optim = to_cpu(optimizer.state_dict()) if keep else None
@@ -200,29 +228,54 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
 
 
 def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
-                    generator, device, output):
+                    generator, device, output, share=None,
+                    grad_clip_norm=None, grad_clip_value=None,
+                    accumulate_grad_batches=1, precision="fp32"):
     """Minibatch training over ``x`` and ``y``; ``(n_samples, loss_sum)``.
 
     Rows are visited in order, or in a random order drawn from
     ``generator`` when it is given; the last batch may be short. When the
     module has BatchNorm layers in training mode, a last batch of exactly
     one row is left out (BatchNorm cannot normalise a single sample):
-    ``n_samples`` counts the rows trained on.
+    ``n_samples`` counts the rows trained on. With ``share=(k, K)`` only
+    the ``k``-th of ``K`` consecutive runs of optimizer steps trains (see
+    :func:`share_of_batches`).
+
+    The optimizer steps every ``accumulate_grad_batches`` batches (and
+    after the last one) on the sum of their gradients of ``loss / k``,
+    after clipping them (:func:`_clip`). The forward pass and the loss run
+    under the autocast of ``precision``; with ``"fp16"`` the loss is
+    scaled by a gradient scaler of this call's own, whose skipped steps
+    (gradients that overflowed) leave the weights and the optimizer state
+    as they were, and whose batches with a loss that is not finite add
+    nothing to ``loss_sum``.
     """
+    k = accumulate_grad_batches
+    device = torch.device(device)
+    autocast_dtype, use_scaler = amp_plan(precision, device.type)
+    scaler = torch.amp.GradScaler(device.type) if use_scaler else None
     n = len(x)
     order = None if generator is None else torch.randperm(
         n, generator=generator)
     total = torch.zeros((), dtype=torch.float64, device=device)
     x_dtype, y_dtype = output.x_dtype, output.y_dtype()
+    starts = range(0, n, batch_size)
+    if share is not None:
+        first, stop = share_of_batches(-(-len(starts) // k), *share)
+        starts = starts[first * k:stop * k]
     if _has_batch_norm(model):
         if batch_size == 1:
             raise ValueError(
                 "batch_size=1, but the module has BatchNorm layers, which "
                 "cannot train on batches of one row. Use batch_size >= 2.")
         if n % batch_size == 1:
-            n -= 1
-    for start in range(0, n, batch_size):
-        end = min(start + batch_size, n)
+            n -= 1              # the one-row batch BatchNorm leaves out
+    batches = [(a, min(a + batch_size, n)) for a in starts
+               if min(a + batch_size, n) > a]
+    trained = 0
+    optimizer.zero_grad(set_to_none=True)
+    for i, (start, end) in enumerate(batches):
+        trained += end - start
         if order is None:
             xb, yb = x[start:end], y[start:end]
         else:
@@ -230,13 +283,67 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
             xb, yb = x[idx], y[idx]
         xb = xb.to(device=device, dtype=x_dtype)
         yb = yb.to(device=device, dtype=y_dtype)
-        optimizer.zero_grad(set_to_none=True)
-        out = output(model(xb), criterion, yb)
-        loss = criterion(out, yb)
-        loss.backward()
-        optimizer.step()
-        total += loss.detach().to(torch.float64) * len(xb)
-    return n, float(total.item())
+        with _autocast(device, autocast_dtype):
+            out = output(model(xb), criterion, yb)
+            loss = criterion(out, yb)
+        scaled = loss / k
+        (scaled if scaler is None else scaler.scale(scaled)).backward()
+        if (i + 1) % k == 0 or i == len(batches) - 1:
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            _clip(model, grad_clip_norm, grad_clip_value)
+            if scaler is None:
+                optimizer.step()
+            else:
+                scaler.step(optimizer)      # skipped on inf/nan gradients
+                scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        loss = loss.detach().to(torch.float64)
+        if scaler is None or torch.isfinite(loss):
+            total += loss * len(xb)
+    return trained, float(total.item())
+
+
+def _autocast(device, dtype):
+    """The autocast context of a forward pass (none for fp32)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _clip(model, max_norm, max_value):
+    """Clip the gradients' total norm, then each element, when asked."""
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if max_value is not None:
+        torch.nn.utils.clip_grad_value_(model.parameters(), max_value)
+
+
+def share_of_batches(n_batches, k, n_shares):
+    """The batches ``[first, stop)`` of the ``k``-th of ``n_shares``
+    consecutive shares of ``n_batches``: as even as whole batches allow,
+    the longer shares last; a share may be empty when there are fewer
+    batches than shares. With gradient accumulation the units are
+    optimizer steps (groups of ``accumulate_grad_batches`` batches), so
+    that a merge never falls inside a group."""
+    return (k * n_batches // n_shares, (k + 1) * n_batches // n_shares)
+
+
+def _rows_of(n, settings):
+    """The rows of ``n`` that the task's share of the epoch covers."""
+    if settings.share is None:
+        return n
+    rows = settings.batch_size * settings.accumulate_grad_batches
+    first, stop = share_of_batches(-(-n // rows), *settings.share)
+    return max(0, min(stop * rows, n) - first * rows)
+
+
+def _share_seed(settings):
+    """The seed of dropout and the like: the epoch's, or one per share
+    (the row order always follows the epoch's seed)."""
+    if settings.share is None:
+        return settings.seed
+    return (settings.seed + 104729 * settings.share[0]) % 2 ** 31
 
 
 def forward_batches(model, x, batch_size, device, output):

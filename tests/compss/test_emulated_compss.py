@@ -84,7 +84,8 @@ def test_nothing_the_library_made_stays_with_compss(data_reports):
 
 @pytest.mark.parametrize("case", [
     "classifier/default", "classifier/average",
-    "regressor/default", "regressor/average", "regressor/checkpoint"])
+    "regressor/default", "regressor/average", "regressor/checkpoint",
+    "regressor/step"])
 def test_fit_predict_score_under_compss_match_the_local_backend(
         fit_reports, case):
     local, compss = fit_reports
@@ -102,6 +103,8 @@ def test_fit_predict_score_under_compss_match_the_local_backend(
                                                  rel=1e-5, abs=1e-6,
                                                  nan_ok=True), name
     assert got["score"] == pytest.approx(expected["score"], rel=1e-6)
+    if case == "regressor/step":        # 60 rows a replica, batches of 16
+        assert got["n_merges"] == expected["n_merges"] == 4
     if case.endswith("/default"):
         assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
 

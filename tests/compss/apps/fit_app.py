@@ -180,6 +180,13 @@ def main(parts):
     if "async" in parts:
         report.update(merge_order(Xc, yc))
     if "sync" in parts:
+        # A merge after every optimizer step (plain SGD: large-batch SGD).
+        est = dnn.SyncEpochAveragingRegressor(
+            module=MLP, n_epochs=1, batch_size=16, n_workers=2,
+            random_state=0, shuffle="none", sync_every="step")
+        est.fit(Xr, yr)
+        report["regressor/step"] = summary(est, Xr, yr)
+        report["regressor/step"]["n_merges"] = est.history_[0]["n_merges"]
         report["regressor/checkpoint"] = resumed_fit(Xr, yr)
         report.update(faulty_fits(Xr, yr))
     print(json.dumps(report))
