@@ -105,3 +105,12 @@ def split_like_blocks(x, y, n):
     sizes = [len(p) for p in np.array_split(np.arange(len(x)), n)]
     bounds = np.cumsum([0] + sizes)
     return [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def assert_same_model(model, expected, atol, rtol):
+    """Same state dict entries, equal to ``atol`` / ``rtol``."""
+    got, want = model.state_dict(), expected.state_dict()
+    assert list(got) == list(want)
+    for key in got:
+        torch.testing.assert_close(got[key], want[key], atol=atol,
+                                   rtol=rtol, msg=key)

@@ -46,15 +46,21 @@ def _reference(module, X, y, criterion, optimizer, epochs, batch_size,
         return model
 
 
-@pytest.mark.parametrize("cls", [SyncEpochAveragingClassifier,
-                                 AsyncEpochAveragingClassifier])
-def test_digits_cnn_with_batchnorm_two_workers(cls):
+def _digits_and_cnn():
+    """Digits as 1 x 8 x 8 images, split 3:1, and the CNN's first
+    weights (seed 0)."""
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
     X_train, X_test, y_train, y_test = train_test_split(
         X, y, test_size=0.25, stratify=y, random_state=0)
     torch.manual_seed(0)
-    init = _models.DigitsCNN(n_classes=10)
+    return X_train, X_test, y_train, y_test, _models.DigitsCNN(n_classes=10)
+
+
+@pytest.mark.parametrize("cls", [SyncEpochAveragingClassifier,
+                                 AsyncEpochAveragingClassifier])
+def test_digits_cnn_with_batchnorm_two_workers(cls):
+    X_train, X_test, y_train, y_test, init = _digits_and_cnn()
     clf = cls(
         module=init, n_workers=2, n_epochs=8, batch_size=32, lr=0.003,
         optimizer=torch.optim.Adam, random_state=0)
@@ -80,12 +86,7 @@ def test_digits_cnn_with_batchnorm_two_workers(cls):
 def test_batchnorm_statistics_merge_into_valid_models(n_workers, epochs):
     # Asynchronous merges used to fold stale deltas into the running
     # variances: negative after a few epochs, and accuracy at chance.
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32).reshape(-1, 1, 8, 8)
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=0.25, stratify=y, random_state=0)
-    torch.manual_seed(0)
-    init = _models.DigitsCNN(n_classes=10)
+    X_train, X_test, y_train, y_test, init = _digits_and_cnn()
     scores = {}
     for cls in (SyncEpochAveragingClassifier, AsyncEpochAveragingClassifier):
         clf = cls(module=init, n_workers=n_workers, n_epochs=epochs,

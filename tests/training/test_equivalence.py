@@ -35,11 +35,7 @@ def _init(cls, seed=0, **kwargs):
 
 
 def _assert_same_model(model, reference):
-    got, expected = model.state_dict(), reference.state_dict()
-    assert list(got) == list(expected)
-    for key in got:
-        torch.testing.assert_close(got[key], expected[key], atol=ATOL,
-                                   rtol=1e-4, msg=key)
+    ref.assert_same_model(model, reference, atol=ATOL, rtol=1e-4)
 
 
 def test_one_worker_is_plain_pytorch():

@@ -19,7 +19,7 @@ from dislib_nn import (AsyncEpochAveragingRegressor,
 from dislib_nn.exceptions import InvalidParameterError
 from tests.training import _models, _reference as ref
 
-ATOL = 1e-5
+ATOL = 1e-5         # on the weights
 
 
 def _data(n, features=4):
@@ -31,14 +31,6 @@ def _data(n, features=4):
 def _init():
     torch.manual_seed(0)
     return _models.MLP(n_features_in=4, n_outputs=1, hidden=8)
-
-
-def _assert_same(model, expected):
-    got, want = model.state_dict(), expected.state_dict()
-    assert list(got) == list(want)
-    for key in got:
-        torch.testing.assert_close(got[key], want[key], atol=ATOL,
-                                   rtol=1e-5, msg=key)
 
 
 @pytest.mark.parametrize("n_workers", [2, 4])
@@ -61,7 +53,7 @@ def test_a_merge_every_step_is_large_batch_sgd(backend, n_workers):
     expected = ref.single_process(init, x, t, torch.nn.MSELoss(),
                                   epochs=epochs, batch_size=n_workers * b,
                                   lr=0.1)
-    _assert_same(est.module_, expected)
+    ref.assert_same_model(est.module_, expected, atol=ATOL, rtol=1e-5)
 
 
 @pytest.mark.parametrize("optimizer_state", ["keep", "average"])
@@ -82,7 +74,7 @@ def test_a_fraction_merges_after_each_share_of_the_rows(backend,
     expected = _shares_by_hand(init, parts, epochs=2, shares=3,
                                batch_size=8, lr=0.05, momentum=0.9,
                                optimizer_state=optimizer_state)
-    _assert_same(est.module_, expected)
+    ref.assert_same_model(est.module_, expected, atol=ATOL, rtol=1e-5)
 
 
 def _shares_by_hand(module, parts, epochs, shares, batch_size, lr,
