@@ -6,7 +6,8 @@ first start of the pool.
 
 The apps tests/compss checks under the emulated runcompss start with the
 session, in the background (they take minutes of CPU, most of which the
-rest of the suite leaves idle), and tests/compss runs last.
+rest of the suite leaves idle); tests/compss runs after the rest, and
+the examples last.
 """
 
 import pytest
@@ -41,12 +42,22 @@ def _checks_emulated_runs(item):
     return item.nodeid.startswith("tests/compss/")
 
 
+def _order(item):
+    """The rest first, beside the emulated runs; then their checks; the
+    examples last, once those runs have ended (each example trains for
+    a minute of CPU, and beside the emulated runs took four)."""
+    if _checks_emulated_runs(item):
+        return 1
+    return 2 if item.nodeid.startswith("tests/examples/test_examples") \
+        else 0
+
+
 def pytest_collection_modifyitems(config, items):
     from tests._compss_sources import is_compss_test
     for item in items:
         if is_compss_test(item):
             item.add_marker(pytest.mark.compss)
-    items.sort(key=_checks_emulated_runs)       # stable: the rest in order
+    items.sort(key=_order)                      # stable: in order within
 
 
 def pytest_collection_finish(session):
