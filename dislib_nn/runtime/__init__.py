@@ -38,8 +38,8 @@ __all__ = [
     "Type", "Depth", "set_backend", "backend_name", "n_workers",
     "shared_empty", "by_value", "started", "runs_at_submission",
     "blocks_share_memory", "uses_pycompss",
-    "task_threads", "task_cuda_devices", "gpus_per_task", "CPU_TASK",
-    "GPU_TASK",
+    "task_threads", "task_cuda_devices", "gpus_per_task", "tasks_see_gpus",
+    "CPU_TASK", "GPU_TASK",
 ]
 
 _BACKENDS = ("local", "sequential", "compss")
@@ -328,3 +328,13 @@ GPU_TASK = {"processors": [
 def gpus_per_task():
     """GPUs a training task asks the runtime for (0 outside COMPSs)."""
     return _compss_task.gpus_per_task() if _BACKEND == "compss" else 0
+
+
+def tasks_see_gpus():
+    """Whether a training task will see a CUDA GPU, as the master can
+    tell before any runs: under COMPSs, when tasks ask for GPUs; on the
+    local backends, when this machine has one."""
+    if _BACKEND == "compss":
+        return gpus_per_task() > 0
+    import torch
+    return torch.cuda.is_available()

@@ -50,16 +50,13 @@ def tasks_device_type(device):
     """The device type (``"cpu"``, ``"cuda"``...) the training tasks of
     ``device`` will run on, as the master can tell before any task runs.
 
-    ``"auto"`` is CUDA where training tasks ask the runtime for GPUs
-    (COMPSs with ``ComputingUnitsGPUs`` > 0), or, on the local backends,
-    where this machine sees a GPU.
+    ``"auto"`` is CUDA where the runtime says training tasks will see a
+    GPU (:func:`dislib_nn.runtime.tasks_see_gpus`).
     """
     device = str(device)
     if device != "auto":
         return torch.device(device).type
-    if runtime.backend_name() == "compss":
-        return "cuda" if runtime.gpus_per_task() > 0 else "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if runtime.tasks_see_gpus() else "cpu"
 
 
 def check_device_parameter(precision, device):
