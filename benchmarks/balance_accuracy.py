@@ -66,7 +66,7 @@ class _FixedRates:
         self.saved = None
 
     def __enter__(self):
-        from dislib_nn.training import _dealing
+        from dislib_nn.training.strategies import _dealing
         cls = _dealing.Throughput
         self.saved = (cls.__init__, cls.observe, cls.known)
         rates = list(self.rates)
@@ -79,7 +79,7 @@ class _FixedRates:
         cls.known = lambda throughput: True
 
     def __exit__(self, *exc):
-        from dislib_nn.training import _dealing
+        from dislib_nn.training.strategies import _dealing
         cls = _dealing.Throughput
         cls.__init__, cls.observe, cls.known = self.saved
 

@@ -6,7 +6,7 @@ reduction tasks. Runs under ``runcompss`` on clusters and with plain
 ``python`` everywhere else (see :mod:`dislib_nn.runtime`).
 
 The public names are imported when first used (PEP 562): a worker that
-imports a task module, ``dislib_nn.training._train_tasks`` say, pays
+imports a task module, ``dislib_nn.training.tasks._train`` say, pays
 for torch and that module only, not for scikit-learn, which only the
 estimators need. ``from dislib_nn import X`` and ``dislib_nn.X`` work as
 for an eager import.

@@ -26,12 +26,12 @@ HEAVY = ("sklearn", "matplotlib")
 # The modules that define the tasks of a fit, and the local worker loop.
 TASK_MODULES = [
     "dislib_nn.runtime._worker",
-    "dislib_nn.training._train_tasks",
-    "dislib_nn.training._torch_loop",
-    "dislib_nn.training._data_tasks",
-    "dislib_nn.training._sync",
-    "dislib_nn.training._async",
-    "dislib_nn.training._checkpoint",
+    "dislib_nn.training.tasks._train",
+    "dislib_nn.training.tasks._torch_loop",
+    "dislib_nn.training.tasks._blocks",
+    "dislib_nn.training.strategies._sync",
+    "dislib_nn.training.strategies._async",
+    "dislib_nn.training.callbacks._checkpoint",
     "dislib_nn.data._tasks",
 ]
 

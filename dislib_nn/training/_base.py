@@ -9,13 +9,13 @@ table, then climbs a ladder of small steps that subclasses may override:
     model (:meth:`_initialize`) unless continuing, then run epochs
     (:meth:`_fit_epochs`);
 ``_fit_epochs``
-    build the strategy (``_strategy_class``, see :mod:`._strategy`) and
+    build the strategy (``_strategy_class``, see :mod:`.strategies._interface`) and
     the callbacks (:meth:`_callbacks`), run the epoch loop
     (:mod:`._epoch_loop`), then fetch the model (:meth:`_finish`).
 
 What differs between classifiers and regressors is in ``_targets``
 (:mod:`._targets`); predictions and scores are in :mod:`._predict`;
-resuming from a checkpoint in :mod:`._checkpoint`; saving, loading and
+resuming from a checkpoint in :mod:`.callbacks._checkpoint`; saving, loading and
 pickling in :mod:`._persist`. What a fit learns (the fitted attributes)
 is written by :mod:`._fitted` only, and put back by it when a fit fails.
 """
@@ -29,8 +29,9 @@ from sklearn.utils import check_random_state
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
-from dislib_nn.training import _checkpoint, _fitted, _persist, _seeds
-from dislib_nn.training._callbacks import (EarlyStopping, FailurePolicy,
+from dislib_nn.training import _fitted, _persist, _seeds
+from dislib_nn.training.callbacks import _checkpoint
+from dislib_nn.training.callbacks._core import (EarlyStopping, FailurePolicy,
                                            History, LearningRate, Printer)
 from dislib_nn.training._components import (PREFIXES, Components,
                                             check_arguments,
@@ -38,17 +39,17 @@ from dislib_nn.training._components import (PREFIXES, Components,
                                             first_float_dtype,
                                             inferable_arguments,
                                             materialize, split_prefixed)
-from dislib_nn.training._dealing import SHUFFLE_MODES, EpochData
+from dislib_nn.training.strategies._dealing import SHUFFLE_MODES, EpochData
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
 from dislib_nn.training._input_checks import check_rows
-from dislib_nn.training._lifetimes import Lifetimes
+from dislib_nn.training.strategies._lifetimes import Lifetimes
 from dislib_nn.training._predict import PredictMixin
-from dislib_nn.training._schedule import LRSchedule
-from dislib_nn.training._strategy import FitSetup
-from dislib_nn.training._async import AsyncStrategy
-from dislib_nn.training._sync import SyncStrategy
-from dislib_nn.training._train_tasks import train_task_for
+from dislib_nn.training.callbacks._schedule import LRSchedule
+from dislib_nn.training.strategies._interface import FitSetup
+from dislib_nn.training.strategies._async import AsyncStrategy
+from dislib_nn.training.strategies._sync import SyncStrategy
+from dislib_nn.training.tasks._train import train_task_for
 
 __all__ = ["EpochAveragingBase", "SyncEpochAveragingBase",
            "AsyncEpochAveragingBase"]
@@ -63,7 +64,7 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
     Not for direct use: see ``SyncEpochAveragingClassifier`` and the
     others, whose docstrings list the parameters. A subclass names its
     ``_targets`` (:mod:`._targets`) and its ``_strategy_class``
-    (:mod:`._strategy`).
+    (:mod:`.strategies._interface`).
     """
 
     _targets = None
@@ -456,13 +457,13 @@ def _data():
 
 
 class SyncEpochAveragingBase(EpochAveragingBase):
-    """Base of the synchronous estimators (:mod:`._sync`)."""
+    """Base of the synchronous estimators (:mod:`.strategies._sync`)."""
 
     _strategy_class = SyncStrategy
 
 
 class AsyncEpochAveragingBase(EpochAveragingBase):
-    """Base of the asynchronous estimators (:mod:`._async`)."""
+    """Base of the asynchronous estimators (:mod:`.strategies._async`)."""
 
     _strategy_class = AsyncStrategy
     _parameter_constraints = dict(

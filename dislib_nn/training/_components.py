@@ -14,7 +14,7 @@ import inspect
 import torch
 
 from dislib_nn.runtime import by_value
-from dislib_nn.training._schedule import is_scheduler_class
+from dislib_nn.training.callbacks._schedule import is_scheduler_class
 
 __all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
            "check_arguments", "inferable_arguments", "first_float_dtype"]

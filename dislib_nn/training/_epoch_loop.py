@@ -1,9 +1,9 @@
 """The epoch loop: submit epochs ahead, read their scalars behind.
 
-:func:`run_epochs` drives a strategy (:mod:`._strategy`) and a list of
-callbacks (:mod:`._callbacks`). Epoch ``e``'s scalars are waited for
+:func:`run_epochs` drives a strategy (:mod:`.strategies._interface`) and a list of
+callbacks (:mod:`.callbacks._core`). Epoch ``e``'s scalars are waited for
 after epoch ``e + lag`` is submitted (``lag`` is the strategy's
-:attr:`~._strategy.Strategy.scalar_lag`, asked after each submission,
+:attr:`~.strategies._interface.Strategy.scalar_lag`, asked after each submission,
 or 0 when a callback needs each epoch's record before the next is
 submitted), so workers never idle
 while the master reads them. The master waits for scalars only (sample
@@ -21,7 +21,7 @@ __all__ = ["EpochLoop", "run_epochs"]
 
 
 class EpochLoop:
-    """The state callbacks see (see :mod:`._callbacks`)."""
+    """The state callbacks see (see :mod:`.callbacks._core`)."""
 
     def __init__(self, estimator, strategy, total, lr):
         self.estimator = estimator

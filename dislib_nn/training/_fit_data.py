@@ -13,7 +13,9 @@ import torch
 from dislib_nn import runtime
 from dislib_nn._user_warning import warn_user
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _data_tasks, _dealing, _fitted, _seeds
+from dislib_nn.training import _fitted, _seeds
+from dislib_nn.training.tasks import _blocks
+from dislib_nn.training.strategies import _dealing
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._components import first_float_dtype
 
@@ -144,7 +146,7 @@ class FitDataMixin:
                 f"validation_fraction={self.validation_fraction!r} leaves "
                 f"no validation sample with blocks of sizes {tuple(sizes)}."
                 f" Raise it, or pass validation_data.")
-        parts = [_data_tasks._split_block(
+        parts = [_blocks._split_block(
             xb, yb, nv,
             _seeds.seed_for(self._seed, _seeds.VALIDATION_SPLIT, i))
             for i, (xb, yb, nv) in enumerate(zip(x._blocks, y._blocks,

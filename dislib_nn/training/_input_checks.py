@@ -14,7 +14,7 @@ import torch
 
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import wait_on
-from dislib_nn.training import _data_tasks
+from dislib_nn.training.tasks import _blocks
 from dislib_nn.training._sklearn_checks import check_array
 
 __all__ = ["is_ds_tensor", "is_ds_array", "check_x", "check_y",
@@ -109,7 +109,7 @@ def check_finite_blocks(ds, name):
     """Raise if a DsTensor holds NaN or infinity (one task per block)."""
     if not ds._dtype.is_floating_point and not ds._dtype.is_complex:
         return
-    flags = wait_on([_data_tasks._all_finite(b) for b in ds._blocks])
+    flags = wait_on([_blocks._all_finite(b) for b in ds._blocks])
     bad = [i for i, ok in enumerate(flags) if not ok]
     if bad:
         raise ValueError(

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training._precision import (PRECISIONS,
+from dislib_nn.training.tasks._precision import (PRECISIONS,
                                           check_device_parameter)
 
 __all__ = ["Interval", "EpochFraction", "Options", "Boolean", "NoneValue",

@@ -11,11 +11,12 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from dislib_nn import runtime
-from dislib_nn.training import _data_tasks, _labels, _metrics
+from dislib_nn.training import _labels, _metrics
+from dislib_nn.training.tasks import _blocks
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._components import Components
 from dislib_nn.training._fit_data import feature_names
-from dislib_nn.training._torch_loop import forward_batches
+from dislib_nn.training.tasks._torch_loop import forward_batches
 
 __all__ = ["PredictMixin"]
 
@@ -63,7 +64,7 @@ class PredictMixin:
                     f"array.")
         sample_shape, dtype = self._output_spec(what, classes)
         components = Components(self.module_, {}, None, {}, None, {})
-        blocks = [_data_tasks._predict_block(
+        blocks = [_blocks._predict_block(
             components, None, b, self._output, what, self._predict_batch(),
             str(self.device), classes) for b in X._blocks]
         return _data().DsTensor._from_blocks(
@@ -81,7 +82,7 @@ class PredictMixin:
                                       else raw.dtype)
 
     def _submit_scores(self, components, state, x, y, classes, with_loss):
-        return [_data_tasks._score_block(
+        return [_blocks._score_block(
             components, state, xb, yb, self._output, with_loss,
             self._predict_batch(), str(self.device), classes)
             for xb, yb in zip(x._blocks, y._blocks)]

@@ -14,7 +14,8 @@ import torch
 
 from dislib_nn.exceptions import ShapeError
 from dislib_nn.runtime import wait_on
-from dislib_nn.training import _data_tasks, _fitted, _labels, _metrics
+from dislib_nn.training import _fitted, _labels, _metrics
+from dislib_nn.training.tasks import _blocks
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training._sklearn_checks import (
     check_array, check_classification_targets, column_or_1d)
@@ -64,7 +65,7 @@ class _Classification:
         if classes is not None:
             learned = np.unique(np.asarray(classes))
         elif _inputs.is_ds_tensor(y):
-            parts = wait_on([_data_tasks._unique_labels(b)
+            parts = wait_on([_blocks._unique_labels(b)
                              for b in y._blocks])
             learned = _labels.union(parts)
         else:
@@ -80,7 +81,7 @@ class _Classification:
     def as_ds_tensor(self, estimator, y, block_sizes, np_dtype):
         """Labels as a DsTensor of class indices (by tasks for DsTensors)."""
         if _inputs.is_ds_tensor(y):
-            blocks = [_data_tasks._encode_labels(b, estimator.classes_, "y")
+            blocks = [_blocks._encode_labels(b, estimator.classes_, "y")
                       for b in y._blocks]
             return _data().DsTensor._from_blocks(
                 blocks, tuple(y.block_sizes), (), torch.int64)

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from dislib_nn.training import _stale_merge
+from dislib_nn.training.merge import _stale
 from tests.compss._emulator import (ahead, needs_emulator, overlapping,
                                     report, task_log)
 
@@ -199,7 +199,7 @@ def test_asynchronous_staleness_replays_from_the_merge_order(fit_reports):
              for records, counts in zip(got["merges"],
                                         got["worker_samples"])
              for m in records))
-        replayed = _stale_merge.replay([(w, n) for _, w, n in order],
+        replayed = _stale.replay([(w, n) for _, w, n in order],
                                        got["n_rows"],
                                        got["staleness_exponent"])
         by_index = {m["index"]: m for epoch in got["merges"]

@@ -14,7 +14,7 @@ from dislib_nn import (AsyncEpochAveragingClassifier,
                        SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training import _stale_merge as sm
+from dislib_nn.training.merge import _stale as sm
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
 

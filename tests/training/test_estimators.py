@@ -17,7 +17,7 @@ from dislib_nn import (AsyncEpochAveragingClassifier,
                        SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor, runtime)
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _train_tasks
+from dislib_nn.training.tasks import _reduce, _train
 from tests.conftest import use_backend
 from tests.training import _models
 
@@ -312,13 +312,13 @@ def test_merge_is_a_tree_of_depth_ceil_log2(monkeypatch):
         calls.append(root)
         return ("merged", tuple(models))
 
-    monkeypatch.setattr(_train_tasks, "_merge_pair", fake_merge)
+    monkeypatch.setattr(_reduce, "_merge_pair", fake_merge)
     deleted = []
 
     class Lifetimes:
         release = staticmethod(deleted.append)
 
-    model, optim = _train_tasks.submit_merge(
+    model, optim = _reduce.submit_merge(
         list("abcde"), None, [1] * 5, Lifetimes(), [{"finite": True}] * 5,
         "p")
     # The three partial sums are released once consumed; leaves are not
@@ -516,7 +516,7 @@ def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch):
     # environment says (ComputingUnitsGPUs is a COMPSs setting).
     monkeypatch.setenv("ComputingUnitsGPUs", "1")
     assert runtime.gpus_per_task() == 0
-    tasks = _train_tasks
+    tasks = _train
     assert tasks.train_task_for("auto") is tasks._train_epoch
     assert tasks.train_task_for("cpu") is tasks._train_epoch
     assert tasks.train_task_for("cuda:1") is tasks._train_epoch_gpu
@@ -525,7 +525,7 @@ def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch):
 
 
 def test_on_failure_raise_declares_a_training_task_never_rerun():
-    tasks = _train_tasks
+    tasks = _train
     assert tasks.train_task_for("cpu", "raise") is tasks._train_epoch_once
     assert tasks.train_task_for("cuda", "raise") is \
         tasks._train_epoch_gpu_once

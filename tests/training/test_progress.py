@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from dislib_nn.training._progress import Ticker
+from dislib_nn.training.callbacks._progress import Ticker
 
 
 class Terminal(io.StringIO):

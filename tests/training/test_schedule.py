@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from dislib_nn.training._schedule import LRSchedule
+from dislib_nn.training.callbacks._schedule import LRSchedule
 
 
 def test_scheduler_class_gives_torch_rates_per_epoch():

@@ -20,7 +20,7 @@ from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training._precision import amp_plan
+from dislib_nn.training.tasks._precision import amp_plan
 from tests.training import _models, _reference as ref
 
 ATOL = 2e-5

@@ -15,10 +15,10 @@ import traceback
 
 import torch
 
-from dislib_nn.training import _merge
+from dislib_nn.training.merge import _sums
 
-from dislib_nn.training._device import resolve_device, size_threads
-from dislib_nn.training._precision import amp_plan
+from dislib_nn.training.tasks._device import resolve_device, size_threads
+from dislib_nn.training.tasks._precision import amp_plan
 
 __all__ = ["EpochSettings", "run_train_task", "train_one_epoch",
            "share_of_batches", "forward_batches", "to_cpu"]
@@ -222,8 +222,8 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
     keep = settings.optimizer_state != "reset"
     state = to_cpu(model.state_dict())
     optim = to_cpu(optimizer.state_dict()) if keep else None
-    finite = _merge.is_finite(state, loss_sum) and (
-        optim is None or _merge.is_finite(optim["state"]))
+    finite = _sums.is_finite(state, loss_sum) and (
+        optim is None or _sums.is_finite(optim["state"]))
     return state, optim, n, loss_sum, finite
 
 

@@ -2,7 +2,7 @@
 
 Each worker runs its own chain of epoch tasks. At the end of each of
 its rounds (``sync_every`` epochs, and the end of the fit) a merge task
-folds its update into the global model (:func:`._stale_merge.fold`):
+folds its update into the global model (:func:`dislib_nn.training.merge._stale.fold`):
 the global model is the task's ``COMMUTATIVE`` argument, so merges run
 one at a time, in whatever order workers finish, and each returns the
 fresh global model this worker starts its next round from, without
@@ -21,11 +21,12 @@ chains waits on the master; the master reads scalars only, up to
 """
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
-from dislib_nn.training import _checkpoint, _stale_merge
-from dislib_nn.training._strategy import (EpochHandle, Strategy,
+from dislib_nn.training.callbacks import _checkpoint
+from dislib_nn.training.merge import _stale
+from dislib_nn.training.strategies._interface import (EpochHandle, Strategy,
                                           measured_compute_s,
                                           training_fields)
-from dislib_nn.training._sync import merges_after
+from dislib_nn.training.strategies._sync import merges_after
 
 __all__ = ["AsyncStrategy"]
 
@@ -41,11 +42,11 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     none is averaged) and its progress, which the worker starts its next
     round from, and the merge's record for ``history_``.
     """
-    record = _stale_merge.fold(glob, start_state, start_info["progress"],
+    record = _stale.fold(glob, start_state, start_info["progress"],
                                trained_state, n_samples, rules,
                                trained_optim, finite=stat["finite"])
     record.update(worker=worker, epoch=epoch)
-    state, optim, info = _stale_merge.snapshot_of(glob)
+    state, optim, info = _stale.snapshot_of(glob)
     return state, optim, info, record
 
 
@@ -67,7 +68,7 @@ def _freshest_state(states, infos):
 def _global_parts(glob):
     """The global model at the end of the fit, its averaged optimizer
     state (``{}`` when none) and its outer momentum buffer."""
-    _, optim, _ = _stale_merge.snapshot_of(glob)
+    _, optim, _ = _stale.snapshot_of(glob)
     return glob["state"], optim, glob["velocity"]
 
 
@@ -86,9 +87,9 @@ class AsyncStrategy(Strategy):
         self.average = p["optimizer_state"] == "average"
         initial_optims = setup.initial_optims()
         start_optim = initial_optims[0] if self.average else None
-        self.glob = _stale_merge.new_global(
+        self.glob = _stale.new_global(
             setup.state, start_optim, setup.carried.get("velocity"))
-        self.rules = _stale_merge.FoldRules(
+        self.rules = _stale.FoldRules(
             setup.data.n_rows, n, p["staleness_exponent"], p["outer_lr"],
             p["outer_momentum"], setup.param_keys, self.average,
             equal_shares=p["balance"])

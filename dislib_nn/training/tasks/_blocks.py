@@ -10,8 +10,8 @@ import torch
 
 from dislib_nn.runtime import task
 from dislib_nn.training import _labels
-from dislib_nn.training._device import resolve_device, size_threads
-from dislib_nn.training._torch_loop import forward_batches
+from dislib_nn.training.tasks._device import resolve_device, size_threads
+from dislib_nn.training.tasks._torch_loop import forward_batches
 
 __all__ = []
 

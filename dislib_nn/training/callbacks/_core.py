@@ -40,7 +40,7 @@ from dislib_nn._user_warning import warn_user
 from dislib_nn.exceptions import (DivergenceError, TaskFailureWarning,
                                   TrainingTaskError)
 from dislib_nn.training import _fitted
-from dislib_nn.training._progress import Ticker
+from dislib_nn.training.callbacks._progress import Ticker
 
 __all__ = ["Callback", "FailurePolicy", "LearningRate", "History",
            "EarlyStopping", "Printer", "format_record"]

@@ -17,7 +17,7 @@ through four calls and knows nothing else about it:
 ``checkpoint_parts()``
     Right after a merged epoch was submitted: the future of one copy of
     the global model, the optimizer states and the outer momentum
-    buffer the next epoch starts from (see :mod:`._checkpoint`).
+    buffer the next epoch starts from (see :mod:`.callbacks._checkpoint`).
 ``carry()``
     What the next ``fit`` (``warm_start``, ``partial_fit``) must start
     from besides the model: a dict of futures or values, fetched with the
@@ -28,8 +28,8 @@ A new strategy is one module with a :class:`Strategy` subclass and its
 tasks; the estimator class names it in ``_strategy_class``.
 """
 
-from dislib_nn.training._precision import check_tasks_device
-from dislib_nn.training._torch_loop import EpochSettings
+from dislib_nn.training.tasks._precision import check_tasks_device
+from dislib_nn.training.tasks._torch_loop import EpochSettings
 
 __all__ = ["FitSetup", "EpochHandle", "Strategy", "training_fields",
            "combine_shares", "measured_compute_s"]

@@ -1,7 +1,7 @@
 """The synchronous strategy: replicas merge together at epoch boundaries.
 
 This module is the *when* of model averaging (the *how* is
-:mod:`dislib_nn.training._merge`). Every epoch each of the ``P`` workers
+:mod:`dislib_nn.training.merge._sums`). Every epoch each of the ``P`` workers
 trains its replica on the blocks dealt to it (:mod:`._dealing`), by one
 task; after every ``sync_every`` epochs (and at the end of every fit)
 the replicas are merged by a binary tree of merge tasks, weighted by the
@@ -11,8 +11,10 @@ restart from the merged model. Everything here deals in futures: the
 master fetches no weights.
 """
 
-from dislib_nn.training import _checkpoint, _train_tasks
-from dislib_nn.training._strategy import (EpochHandle, Strategy,
+from dislib_nn.training.callbacks import _checkpoint
+
+from dislib_nn.training.tasks import _reduce
+from dislib_nn.training.strategies._interface import (EpochHandle, Strategy,
                                           combine_shares,
                                           measured_compute_s,
                                           training_fields)
@@ -135,12 +137,12 @@ class SyncStrategy(Strategy):
             # An uneven deal is for speed only: every replica weighs the
             # same (see docs/strategies.md, "balance=True").
             weights = [1] * len(counts)
-        merged, merged_optim = _train_tasks.submit_merge(
+        merged, merged_optim = _reduce.submit_merge(
             replicas, replica_optims if average_optims else None, weights,
             lifetimes, stats, self.state)
         if p["outer_lr"] != 1.0 or p["outer_momentum"] != 0.0:
             averaged, velocity = merged, self.velocity
-            merged, self.velocity = _train_tasks._outer_step(
+            merged, self.velocity = _reduce._outer_step(
                 self.state, averaged, velocity, float(p["outer_lr"]),
                 float(p["outer_momentum"]), setup.param_keys)
             lifetimes.release(averaged, velocity)

@@ -34,7 +34,7 @@ from dislib_nn.exceptions import (CheckpointMismatchError,
                                   InvalidParameterError)
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training import _fitted
-from dislib_nn.training._callbacks import Callback
+from dislib_nn.training.callbacks._core import Callback
 
 __all__ = ["FILE_NAME", "Checkpoint", "snapshot", "write", "load",
            "check_params", "check_model", "check_workers", "describe",
@@ -72,7 +72,7 @@ def snapshot(model, velocity, optimizer_states):
 
 class Checkpoint(Callback):
     """Writes the checkpoint of every merged epoch once its scalars are
-    read (after :class:`~._callbacks.History`, so ``history_`` holds the
+    read (after :class:`~._core.History`, so ``history_`` holds the
     epoch's record)."""
 
     wants_checkpoint = True

@@ -2,7 +2,7 @@
 
 Pure functions on numbers and state dicts (no runtime imports), so the
 formulas are tested without tasks. The asynchronous strategy
-(:mod:`._async`) calls :func:`fold` inside its merge task.
+(:mod:`.strategies._async`) calls :func:`fold` inside its merge task.
 
 The global model keeps ``progress``: the training rows merged into it so
 far (an epoch of all ``N`` rows counts ``N``). A worker that trained on
@@ -53,7 +53,7 @@ rows, whatever its own: share ``1 / P``, and ``N / P`` rows of progress
 
 import torch
 
-from dislib_nn.training import _merge
+from dislib_nn.training.merge import _sums
 
 __all__ = ["staleness", "discount", "merge_weight", "replay",
            "FoldRules", "new_global", "fold", "snapshot_of"]
@@ -147,7 +147,7 @@ def new_global(state, optim_state=None, velocity=None):
     :func:`fold` in place)."""
     flat, skeleton = {}, None
     if optim_state:
-        flat, skeleton = _merge.flatten_optimizer_state(optim_state)
+        flat, skeleton = _sums.flatten_optimizer_state(optim_state)
     return {"state": dict(state), "optim": flat, "skeleton": skeleton,
             "progress": 0, "merges": 0, "velocity": dict(velocity or {}),
             "pending": {}, "round_weight": 0.0}
@@ -158,7 +158,7 @@ def snapshot_of(glob):
     (``{}`` when none is averaged) and progress."""
     optim = {}
     if glob["skeleton"] is not None:
-        optim = _merge.unflatten_optimizer_state(glob["optim"],
+        optim = _sums.unflatten_optimizer_state(glob["optim"],
                                                  glob["skeleton"])
     return dict(glob["state"]), optim, {"progress": glob["progress"]}
 
@@ -221,7 +221,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
 def _fold_optim(glob, trained_optim, blend):
     """Fold a worker's optimizer state into the averaged one: the round's
     running weighted mean, as for buffers (see the module's docstring)."""
-    flat_t, skeleton = _merge.flatten_optimizer_state(trained_optim)
+    flat_t, skeleton = _sums.flatten_optimizer_state(trained_optim)
     flat_g = glob["optim"]
     for key, new in flat_t.items():
         old = flat_g.get(key)

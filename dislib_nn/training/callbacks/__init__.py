@@ -1,0 +1,1 @@
+"""Callbacks of the epoch loop (see :mod:`._core`)."""

@@ -1,0 +1,7 @@
+"""*How* replicas merge: pure arithmetic on state dicts.
+
+Nothing here imports the runtime, so the formulas are tested without
+tasks: :mod:`._sums` holds the weighted sums that the synchronous tree
+adds and divides once, :mod:`._stale` the staleness-weighted folds of
+the asynchronous strategy.
+"""

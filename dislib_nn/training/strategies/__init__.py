@@ -1,0 +1,14 @@
+"""Training strategies: *when* replicas train and merge.
+
+A strategy is one module behind the small interface of
+:mod:`._interface` (:class:`Strategy`, driven by the epoch loop with a
+:class:`FitSetup`, answering with :class:`EpochHandle` records):
+:mod:`._sync` merges every replica together, :mod:`._async` folds each
+one in as it finishes. :mod:`._dealing` decides which blocks each
+worker trains on, :mod:`._lifetimes` when a future's data may be freed.
+"""
+
+from dislib_nn.training.strategies._interface import (EpochHandle, FitSetup,
+                                                      Strategy)
+
+__all__ = ["Strategy", "FitSetup", "EpochHandle"]

@@ -1,0 +1,9 @@
+"""The tasks of a fit: plain data in, plain data out.
+
+:mod:`._train` declares the training task (its body is
+:mod:`._torch_loop`'s, on the device :mod:`._device` picks, in the
+precision :mod:`._precision` plans), :mod:`._reduce` the synchronous
+merge tree, :mod:`._blocks` the tasks on data blocks (split, check,
+encode labels, predict, score). A worker imports only the module of the
+task it runs: this package imports none of them.
+"""

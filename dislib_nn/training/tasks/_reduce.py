@@ -1,0 +1,126 @@
+"""The synchronous merge tasks: a binary tree over the replicas, and
+the outer step on its result.
+
+Each task takes and returns plain data (state dicts, weighted sums,
+numbers); the arithmetic is :mod:`dislib_nn.training.merge`'s.
+"""
+
+from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
+from dislib_nn.training.merge import _sums
+
+__all__ = ["submit_merge"]
+
+_COLLECTION = {Type: COLLECTION_IN, Depth: 1}
+_PARTIAL = {"finite": True}
+
+
+@task(returns=1, models=_COLLECTION, counts=_COLLECTION,
+      stats=_COLLECTION)
+def _merge_pair(models, counts, stats, root, previous):
+    """Combine two replicas or partial sums; divide only at the root.
+
+    ``models`` holds two state dicts or :class:`WeightedSum`; ``counts``
+    the sample count of each raw state dict (ignored for weighted sums);
+    ``stats`` the training task's statistics of each raw state dict,
+    whose ``finite`` flag leaves a diverged replica out. Collections hold
+    no None: the runtime serializes every element. At the root, when every
+    replica diverged, the model is ``previous``.
+    """
+    total = _sum_models(models, counts, stats)
+    if not root:
+        return total
+    return _sums.mean_or_previous(total, previous)[0]
+
+
+@task(returns=2, models=_COLLECTION, optims=_COLLECTION,
+      counts=_COLLECTION, stats=_COLLECTION)
+def _merge_pair_with_optims(models, optims, counts, stats, root, previous):
+    """``_merge_pair`` that also merges the optimizer states alike (over
+    every replica when all diverged: each then returned the state it
+    started from)."""
+    total = _sum_models(models, counts, stats)
+    optim_total = _sum_optims(optims, counts, stats)
+    if not root:
+        return total, optim_total
+    if not optim_total[0].entries:
+        optim_total = _sum_optims(optims, counts, None)
+    merged_optim = _sums.unflatten_optimizer_state(
+        _sums.mean(optim_total[0]), optim_total[1])
+    return _sums.mean_or_previous(total, previous)[0], merged_optim
+
+
+@task(returns=1)
+def _keep_finite(model, stat, previous):
+    """A single replica's model, or ``previous`` when it diverged."""
+    return model if stat["finite"] else previous
+
+
+@task(returns=2)
+def _outer_step(previous, averaged, velocity, lr, momentum, keys):
+    """The server step of FedAvgM / DiLoCo (see ``_sums.outer_step``)."""
+    return _sums.outer_step(previous, averaged, velocity, lr, momentum,
+                             keys)
+
+
+def _sum_models(models, counts, stats):
+    """The weighted sum of the finite replicas (an empty one if none)."""
+    return _sums.finite_sum(zip(models, counts,
+                                 [s["finite"] for s in stats]))
+
+
+def _sum_optims(optims, counts, stats):
+    """``_sum_models`` for optimizer states (every one when ``stats`` is
+    None)."""
+    parts, skeleton = [], None
+    for i, (optim, count) in enumerate(zip(optims, counts)):
+        finite = stats is None or stats[i]["finite"]
+        if isinstance(optim, tuple):        # a partial sum
+            part, skel = optim
+        elif finite:
+            part, skel = _sums.flatten_optimizer_state(optim)
+        else:
+            continue
+        skeleton = skeleton or skel
+        parts.append((part, count, True))
+    return _sums.finite_sum(parts), skeleton
+
+
+def submit_merge(models, optims, counts, lifetimes, stats, previous):
+    """Submit the binary tree of merge tasks over the replicas.
+
+    Returns futures of the merged state dict and of the merged optimizer
+    state, or None for it when ``optims`` is None. Replicas whose
+    ``stats`` (futures of the training tasks' fourth results) say they
+    diverged are left out; when all did, the model is ``previous``. With
+    one replica only that check is submitted. The tree has
+    depth ceil(log2(len(models))). Partial sums are released through
+    ``lifetimes`` (anything with a ``release(obj)`` method) once consumed.
+    """
+    if len(models) == 1:
+        return (_keep_finite(models[0], stats[0], previous),
+                None if optims is None else optims[0])
+    with_optims = optims is not None
+    # (model, optimizer state, count, stats, is a partial sum of this tree)
+    leaves = [(m, o, c, s, False) for m, o, c, s in
+              zip(models, optims if with_optims else models, counts, stats)]
+
+    def pair(a, b, root):
+        last = previous if root else None
+        if with_optims:
+            model, optim = _merge_pair_with_optims(
+                [a[0], b[0]], [a[1], b[1]], [a[2], b[2]], [a[3], b[3]],
+                root, last)
+        else:
+            model = optim = _merge_pair([a[0], b[0]], [a[2], b[2]],
+                                        [a[3], b[3]], root, last)
+        for child in (a, b):
+            if child[4]:    # a partial sum is consumed here, and only here
+                lifetimes.release(child[0])
+                if with_optims:
+                    lifetimes.release(child[1])
+        # A partial sum carries its weights inside; its count, 0, and
+        # stats are ignored (task collections hold no None).
+        return model, optim, 0, _PARTIAL, True
+
+    model, optim, _, _, _ = _sums.tree_reduce(leaves, pair)
+    return model, optim if with_optims else None
