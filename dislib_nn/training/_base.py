@@ -1,26 +1,24 @@
 """The scikit-learn estimator behind the epoch-averaging classes.
 
-``__init__`` stores every parameter verbatim (skorch-style prefixed
-component arguments too); ``fit`` validates them from a constraints
-table, then climbs a ladder of small steps that subclasses may override:
+The parameters (stored verbatim by ``__init__``, validated from a
+constraints table) are :mod:`._params`'s; ``fit`` validates them, then
+climbs a ladder of small steps that subclasses may override:
 
 ``fit`` / ``partial_fit``
     check the data and make it DsTensors (:mod:`._fit_data`), build the
     model (:meth:`_initialize`) unless continuing, then run epochs
     (:meth:`_fit_epochs`);
 ``_fit_epochs``
-    build the strategy (``_strategy_class``, see :mod:`.strategies._interface`) and
-    the callbacks (:meth:`_callbacks`), run the epoch loop
+    build the strategy (``_strategy_class``, see :mod:`.strategies`)
+    and the callbacks (:meth:`_callbacks`), run the epoch loop
     (:mod:`._epoch_loop`), then fetch the model (:meth:`_finish`).
 
 What differs between classifiers and regressors is in ``_targets``
 (:mod:`._targets`); predictions and scores are in :mod:`._predict`;
-resuming from a checkpoint in :mod:`.callbacks._checkpoint`; saving, loading and
-pickling in :mod:`._persist`. What a fit learns (the fitted attributes)
+resuming from a checkpoint in :mod:`.callbacks._checkpoint`; saving,
+loading and pickling in :mod:`._persist`. What a fit learns (the fitted attributes)
 is written by :mod:`._fitted` only, and put back by it when a fit fails.
 """
-
-import numbers
 
 import torch
 from sklearn.base import BaseEstimator
@@ -28,37 +26,35 @@ from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training import _param_validation as p
-from dislib_nn.training import _fitted, _persist, _seeds
-from dislib_nn.training.callbacks import _checkpoint
-from dislib_nn.training.callbacks._core import (EarlyStopping, FailurePolicy,
-                                           History, LearningRate, Printer)
-from dislib_nn.training._components import (PREFIXES, Components,
-                                            check_arguments,
-                                            check_keywords, check_step,
+from dislib_nn.training import _fitted, _seeds
+from dislib_nn.training._components import (Components, check_step,
                                             first_float_dtype,
                                             inferable_arguments,
                                             materialize, split_prefixed)
-from dislib_nn.training.strategies._dealing import SHUFFLE_MODES, EpochData
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
 from dislib_nn.training._input_checks import check_rows
-from dislib_nn.training.strategies._lifetimes import Lifetimes
+from dislib_nn.training._params import ParamsMixin
+from dislib_nn.training._persist import PersistMixin
 from dislib_nn.training._predict import PredictMixin
+from dislib_nn.training.callbacks import _checkpoint
+from dislib_nn.training.callbacks._core import (EarlyStopping, FailurePolicy,
+                                                History, LearningRate,
+                                                Printer)
 from dislib_nn.training.callbacks._schedule import LRSchedule
-from dislib_nn.training.strategies._interface import FitSetup
 from dislib_nn.training.strategies._async import AsyncStrategy
+from dislib_nn.training.strategies._dealing import EpochData
+from dislib_nn.training.strategies._interface import FitSetup
+from dislib_nn.training.strategies._lifetimes import Lifetimes
 from dislib_nn.training.strategies._sync import SyncStrategy
 from dislib_nn.training.tasks._train import train_task_for
 
 __all__ = ["EpochAveragingBase", "SyncEpochAveragingBase",
            "AsyncEpochAveragingBase"]
 
-_INT = numbers.Integral
-_REAL = numbers.Real
 
-
-class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
+class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
+                         PredictMixin, BaseEstimator):
     """Common base of the epoch-averaging estimators.
 
     Not for direct use: see ``SyncEpochAveragingClassifier`` and the
@@ -69,138 +65,6 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
 
     _targets = None
     _strategy_class = None
-    _parameter_constraints = {
-        "module": [p.ModuleSpec()],
-        "criterion": [p.NoneValue(), p.ModuleSpec()],
-        "optimizer": [p.Callable(
-            "a torch.optim.Optimizer subclass or a callable returning "
-            "one")],
-        "lr": [p.Interval(_REAL, 0, None, closed="neither")],
-        "lr_schedule": [p.NoneValue(), p.Callable(
-            "a callable (epoch -> factor) or a torch scheduler class")],
-        "n_epochs": [p.Interval(_INT, 1, None)],
-        "batch_size": [p.Interval(_INT, 1, None)],
-        "n_workers": [p.NoneValue(), p.Interval(_INT, 1, None)],
-        "sync_every": [p.Interval(_INT, 1, None), p.EpochFraction(),
-                       p.Options("step")],
-        "shuffle": [p.Options(*SHUFFLE_MODES)],
-        "optimizer_state": [p.Options("keep", "reset", "average")],
-        "outer_lr": [p.Interval(_REAL, 0, None, closed="neither")],
-        "outer_momentum": [p.Interval(_REAL, 0, 1, closed="left")],
-        "validation_fraction": [p.Interval(_REAL, 0, 1, closed="left")],
-        "validation_data": [p.NoneValue(), p.PairOfArrays()],
-        "early_stopping": [p.Boolean()],
-        "patience": [p.Interval(_INT, 1, None)],
-        "device": [p.DeviceSpec()],
-        "random_state": [p.NoneValue(), p.RandomState()],
-        "verbose": [p.Boolean(), p.Interval(_INT, 0, None)],
-        "warm_start": [p.Boolean()],
-        "balance": [p.Boolean()],
-        "checkpoint_dir": [p.NoneValue(), p.PathLike()],
-        "on_failure": [p.Options("retry", "skip", "raise")],
-        "max_retries": [p.Interval(_INT, 0, None)],
-        "grad_clip_norm": [p.NoneValue(),
-                           p.Interval(_REAL, 0, None, closed="neither")],
-        "grad_clip_value": [p.NoneValue(),
-                            p.Interval(_REAL, 0, None, closed="neither")],
-        "accumulate_grad_batches": [p.Interval(_INT, 1, None)],
-        # After "device": fp16 is checked against the tasks' device.
-        "precision": [p.Precision()],
-    }
-
-    def __init__(self, *, module=None, criterion=None,
-                 optimizer=torch.optim.SGD, lr=0.01, lr_schedule=None,
-                 n_epochs=10, batch_size=32, n_workers=None, sync_every=1,
-                 shuffle="global", optimizer_state="keep", outer_lr=1.0,
-                 outer_momentum=0.0, validation_fraction=0.0,
-                 validation_data=None, early_stopping=False, patience=5,
-                 device="auto", random_state=None, verbose=0,
-                 warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_retries=2, grad_clip_norm=None,
-                 grad_clip_value=None, accumulate_grad_batches=1,
-                 precision="fp32", **kwargs):
-        self.module = module
-        self.criterion = criterion
-        self.optimizer = optimizer
-        self.lr = lr
-        self.lr_schedule = lr_schedule
-        self.n_epochs = n_epochs
-        self.batch_size = batch_size
-        self.n_workers = n_workers
-        self.sync_every = sync_every
-        self.shuffle = shuffle
-        self.optimizer_state = optimizer_state
-        self.outer_lr = outer_lr
-        self.outer_momentum = outer_momentum
-        self.validation_fraction = validation_fraction
-        self.validation_data = validation_data
-        self.early_stopping = early_stopping
-        self.patience = patience
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.balance = balance
-        self.checkpoint_dir = checkpoint_dir
-        self.on_failure = on_failure
-        self.max_retries = max_retries
-        self.grad_clip_norm = grad_clip_norm
-        self.grad_clip_value = grad_clip_value
-        self.accumulate_grad_batches = accumulate_grad_batches
-        self.precision = precision
-        # Component arguments (module__hidden=...) are parameters too,
-        # stored verbatim like the others and checked at fit.
-        self._extra_params = dict(kwargs)
-
-    # ------------------------------------------------------------ params
-    def get_params(self, deep=True):
-        """Parameters, the prefixed component arguments included."""
-        params = super().get_params(deep=deep)
-        params.update(self._extra_params)
-        return params
-
-    def set_params(self, **params):
-        """Set parameters, prefixed component arguments included.
-
-        Like ``__init__``, it stores values without checking them: ``fit``
-        does, and rejects unknown names with a "did you mean" hint.
-        """
-        names = self._get_param_names()
-        plain = {}
-        for key, value in params.items():
-            if key in names:
-                plain[key] = value
-            else:
-                self._extra_params[key] = value
-        return super().set_params(**plain)
-
-    def _prefixed_params(self):
-        return {k: v for k, v in self._extra_params.items()
-                if k.partition("__")[0] in PREFIXES and "__" in k}
-
-    def _validate_params(self):
-        name = type(self).__name__
-        check_keywords(self._extra_params, self._get_param_names(), name,
-                       InvalidParameterError)
-        p.validate(self._parameter_constraints,
-                   self.get_params(deep=False), name)
-        check_arguments(
-            {"module": self.module, "criterion": self.criterion
-             if self.criterion is not None
-             else self._targets.default_criterion,
-             "optimizer": self.optimizer, "lr_schedule": self.lr_schedule},
-            split_prefixed(self._prefixed_params()), name,
-            InvalidParameterError)
-        if self.validation_fraction and self.validation_data is not None:
-            raise InvalidParameterError(
-                f"{name} takes validation_fraction or validation_data, not "
-                f"both. Got validation_fraction="
-                f"{self.validation_fraction!r} and validation_data.")
-        if self.balance and self.shuffle == "none":
-            raise InvalidParameterError(
-                f"{name} takes balance=True only with shuffle='global' or "
-                f"'local': with shuffle='none' each worker keeps its own "
-                f"blocks. Got balance=True and shuffle='none'.")
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "module_")
@@ -397,55 +261,6 @@ class EpochAveragingBase(FitDataMixin, PredictMixin, BaseEstimator):
         _fitted.finish(self, state, carried.pop("optimizer_states", None),
                        carried)
 
-    # -------------------------------------------------------- persistence
-    def save(self, path):
-        """Write the fitted model's weights and parameters to ``path``.
-
-        The file holds the parameters, the fitted attributes ``predict``
-        needs and the module's ``state_dict`` as CPU tensors (not the
-        optimizer states nor any training data); see :meth:`load`. A
-        module class defined in ``__main__`` (a script, a notebook) is
-        stored by value: the file loads where it is not defined.
-        """
-        _persist.save_estimator(self, path)
-
-    def load(self, path):
-        """Load weights saved with :meth:`save`; return ``self``.
-
-        This estimator's parameters build the module that receives the
-        weights (an estimator built with ``module=None`` takes every
-        parameter from the file), so a module of another architecture
-        is refused with an error naming the keys that differ; a class
-        whose module cannot be imported here, with an ImportError naming
-        both. The loaded estimator predicts, and trains on with
-        ``partial_fit`` or ``warm_start`` (with fresh optimizer states).
-        The file is unpickled: load only files you trust.
-        """
-        return _persist.load_estimator(self, path, self._module_for_load)
-
-    def __reduce__(self):
-        """Pickle (and ``copy.deepcopy``) with cloudpickle: a module class
-        defined in ``__main__`` (a script, a notebook) travels by value,
-        and weights on a GPU as CPU tensors."""
-        return _persist.reduce_estimator(self)
-
-    def __copy__(self):
-        # A shallow copy stays shallow (__reduce__ would copy it all).
-        copy = type(self).__new__(type(self))
-        copy.__dict__.update(vars(self))
-        return copy
-
-    def _module_for_load(self, inferred, sample_shape):
-        self._validate_params()
-        # Sizes fit inferred, for the arguments this module takes.
-        names = inferable_arguments(self.module)
-        inferred = {k: v for k, v in (inferred or {}).items()
-                    if k in names}
-        with torch.random.fork_rng(devices=[]):
-            module = self._components(inferred).build_module()
-            materialize(module, sample_shape)
-        return module
-
 
 def _shuffle(x, y, seed):
     return _data().shuffle(x, y, random_state=seed)
@@ -463,44 +278,7 @@ class SyncEpochAveragingBase(EpochAveragingBase):
 
 
 class AsyncEpochAveragingBase(EpochAveragingBase):
-    """Base of the asynchronous estimators (:mod:`.strategies._async`)."""
+    """Base of the asynchronous estimators (:mod:`.strategies._async`),
+    with its parameters ``max_lag`` and ``staleness_exponent``."""
 
     _strategy_class = AsyncStrategy
-    _parameter_constraints = dict(
-        EpochAveragingBase._parameter_constraints,
-        # Merges within an epoch are the synchronous strategy's only, so
-        # far.
-        sync_every=[p.Interval(_INT, 1, None)],
-        max_lag=[p.NoneValue(), p.Interval(_INT, 0, None)],
-        staleness_exponent=[p.Interval(_REAL, 0, None)])
-
-    def __init__(self, *, module=None, criterion=None,
-                 optimizer=torch.optim.SGD, lr=0.01, lr_schedule=None,
-                 n_epochs=10, batch_size=32, n_workers=None, sync_every=1,
-                 shuffle="global", optimizer_state="keep", outer_lr=1.0,
-                 outer_momentum=0.0, validation_fraction=0.0,
-                 validation_data=None, early_stopping=False, patience=5,
-                 device="auto", random_state=None, verbose=0,
-                 warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_retries=2, grad_clip_norm=None,
-                 grad_clip_value=None, accumulate_grad_batches=1,
-                 precision="fp32", max_lag=1, staleness_exponent=0.5,
-                 **kwargs):
-        super().__init__(
-            module=module, criterion=criterion, optimizer=optimizer, lr=lr,
-            lr_schedule=lr_schedule, n_epochs=n_epochs,
-            batch_size=batch_size, n_workers=n_workers,
-            sync_every=sync_every, shuffle=shuffle,
-            optimizer_state=optimizer_state, outer_lr=outer_lr,
-            outer_momentum=outer_momentum,
-            validation_fraction=validation_fraction,
-            validation_data=validation_data, early_stopping=early_stopping,
-            patience=patience, device=device, random_state=random_state,
-            verbose=verbose, warm_start=warm_start, balance=balance,
-            checkpoint_dir=checkpoint_dir, on_failure=on_failure,
-            max_retries=max_retries, grad_clip_norm=grad_clip_norm,
-            grad_clip_value=grad_clip_value,
-            accumulate_grad_batches=accumulate_grad_batches,
-            precision=precision, **kwargs)
-        self.max_lag = max_lag
-        self.staleness_exponent = staleness_exponent

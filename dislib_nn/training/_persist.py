@@ -28,15 +28,68 @@ import torch
 
 from dislib_nn.exceptions import NotFittedError, ShapeError
 from dislib_nn.training import _fitted
+from dislib_nn.training._components import inferable_arguments, materialize
 
-__all__ = ["save_estimator", "load_estimator", "load_weights",
-           "reduce_estimator"]
+__all__ = ["PersistMixin", "save_estimator", "load_estimator",
+           "load_weights", "reduce_estimator"]
 
 _FORMAT = "dislib_nn.estimator"
 #: 1: parameters and attributes pickled inside the file by reference;
 #: 2: each of them cloudpickle bytes, with the modules they refer to.
 _VERSION = 2
 _READS = (1, 2)
+
+
+class PersistMixin:
+    """``save``, ``load``, pickling and copies of an estimator."""
+
+    def save(self, path):
+        """Write the fitted model's weights and parameters to ``path``.
+
+        The file holds the parameters, the fitted attributes ``predict``
+        needs and the module's ``state_dict`` as CPU tensors (not the
+        optimizer states nor any training data); see :meth:`load`. A
+        module class defined in ``__main__`` (a script, a notebook) is
+        stored by value: the file loads where it is not defined.
+        """
+        save_estimator(self, path)
+
+    def load(self, path):
+        """Load weights saved with :meth:`save`; return ``self``.
+
+        This estimator's parameters build the module that receives the
+        weights (an estimator built with ``module=None`` takes every
+        parameter from the file), so a module of another architecture
+        is refused with an error naming the keys that differ; a class
+        whose module cannot be imported here, with an ImportError naming
+        both. The loaded estimator predicts, and trains on with
+        ``partial_fit`` or ``warm_start`` (with fresh optimizer states).
+        The file is unpickled: load only files you trust.
+        """
+        return load_estimator(self, path, self._module_for_load)
+
+    def __reduce__(self):
+        """Pickle (and ``copy.deepcopy``) with cloudpickle: a module class
+        defined in ``__main__`` (a script, a notebook) travels by value,
+        and weights on a GPU as CPU tensors."""
+        return reduce_estimator(self)
+
+    def __copy__(self):
+        # A shallow copy stays shallow (__reduce__ would copy it all).
+        copy = type(self).__new__(type(self))
+        copy.__dict__.update(vars(self))
+        return copy
+
+    def _module_for_load(self, inferred, sample_shape):
+        self._validate_params()
+        # Sizes fit inferred, for the arguments this module takes.
+        names = inferable_arguments(self.module)
+        inferred = {k: v for k, v in (inferred or {}).items()
+                    if k in names}
+        with torch.random.fork_rng(devices=[]):
+            module = self._components(inferred).build_module()
+            materialize(module, sample_shape)
+        return module
 
 
 def save_estimator(est, path):

@@ -20,7 +20,10 @@ chains waits on the master; the master reads scalars only, up to
 :attr:`AsyncStrategy.scalar_lag`).
 """
 
+import numbers
+
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
+from dislib_nn.training._param_validation import Interval, NoneValue
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (EpochHandle, Strategy,
@@ -79,6 +82,14 @@ class AsyncStrategy(Strategy):
     (``optimizer_state="keep"``) or the averaged one (``"average"``), and
     the outer momentum buffer.
     """
+
+    parameters = {"max_lag": 1, "staleness_exponent": 0.5}
+    constraints = {
+        # Merges within an epoch are the synchronous strategy's only, so
+        # far.
+        "sync_every": [Interval(numbers.Integral, 1, None)],
+        "max_lag": [NoneValue(), Interval(numbers.Integral, 0, None)],
+        "staleness_exponent": [Interval(numbers.Real, 0, None)]}
 
     def __init__(self, setup):
         super().__init__(setup)

@@ -24,12 +24,14 @@ through four calls and knows nothing else about it:
     model in the fit's one transfer of weights, then handed back to the
     next strategy as :attr:`FitSetup.carried`.
 
-A new strategy is one module with a :class:`Strategy` subclass and its
-tasks; the estimator class names it in ``_strategy_class``.
+A new strategy is one module with a :class:`Strategy` subclass (its
+parameters included) and its tasks; the estimator class names it in
+``_strategy_class``.
 """
 
 from dislib_nn.training.tasks._precision import check_tasks_device
-from dislib_nn.training.tasks._torch_loop import EpochSettings
+from dislib_nn.training.tasks._torch_loop import (EpochSettings,
+                                                  share_of_batches)
 
 __all__ = ["FitSetup", "EpochHandle", "Strategy", "training_fields",
            "combine_shares", "measured_compute_s"]
@@ -58,6 +60,15 @@ class FitSetup:
         The owner of ``delete_object`` decisions.
     train_task : callable
         The training task for the ``device`` parameter.
+
+    Attributes
+    ----------
+    step_schedule : StepSchedule or None
+        A per-step learning-rate schedule (see
+        :mod:`dislib_nn.training.tasks._step_schedule`), set by the
+        estimator base after construction; None by default. Each
+        training task gets it placed at the global step of its first
+        optimizer step (:meth:`first_step`).
     """
 
     def __init__(self, components, data, state, carried, params, output,
@@ -74,6 +85,8 @@ class FitSetup:
         self.param_keys = param_keys
         self.lifetimes = lifetimes
         self.train_task = train_task
+        self.step_schedule = None
+        self._clock = None      # (steps per epoch, step_schedule sized)
 
     @property
     def n_workers(self):
@@ -92,7 +105,49 @@ class FitSetup:
             share=share, grad_clip_norm=p["grad_clip_norm"],
             grad_clip_value=p["grad_clip_value"],
             accumulate_grad_batches=p["accumulate_grad_batches"],
-            precision=p["precision"])
+            precision=p["precision"],
+            step_schedule=self._step_schedule(epoch, worker, share))
+
+    def steps_per_epoch(self, epoch):
+        """Optimizer steps in ``epoch`` of the worker with the most rows
+        (a step every ``accumulate_grad_batches`` batches)."""
+        return max(1, max(self._steps(n) for n in self.data.rows(epoch)))
+
+    def _steps(self, rows):
+        b = self.params["batch_size"]
+        k = self.params["accumulate_grad_batches"]
+        return -(-(-(-rows // b)) // k)
+
+    def first_step(self, epoch, worker, share=None):
+        """The global optimizer step of a task's first step: ``epoch *
+        S`` plus the steps ``worker`` made earlier in the epoch (its
+        shares before ``share``), ``S`` being :meth:`steps_per_epoch` of
+        the fit's first epoch (epochs count across fits, so the clock
+        goes on through ``warm_start``, ``partial_fit`` and resumes)."""
+        steps = self._sized_clock(epoch)[0]
+        first = 0
+        if share is not None:
+            mine = self._steps(self.data.rows(epoch)[worker])
+            first = share_of_batches(mine, *share)[0]
+        return epoch * steps + first
+
+    def _sized_clock(self, epoch):
+        """Steps per epoch and the step schedule with its length filled
+        in (``n_epochs`` times them), fixed at the fit's first epoch."""
+        if self._clock is None:
+            steps = self.steps_per_epoch(epoch)
+            schedule = self.step_schedule
+            if schedule is not None:
+                schedule = schedule.with_total(
+                    self.params["n_epochs"] * steps)
+            self._clock = (steps, schedule)
+        return self._clock
+
+    def _step_schedule(self, epoch, worker, share):
+        if self.step_schedule is None:
+            return None
+        return self._sized_clock(epoch)[1].starting_at(
+            self.first_step(epoch, worker, share))
 
     def shares(self, epoch):
         """Merges within ``epoch``: 1 for ``sync_every`` of whole epochs,
@@ -101,13 +156,7 @@ class FitSetup:
         every ``accumulate_grad_batches`` batches)."""
         every = self.params["sync_every"]
         if every == "step":
-            b = self.params["batch_size"]
-            k = self.params["accumulate_grad_batches"]
-
-            def steps(rows):
-                batches = -(-rows // b)
-                return -(-batches // k)
-            return max(1, max(steps(n) for n in self.data.rows(epoch)))
+            return self.steps_per_epoch(epoch)
         if every < 1:
             return int(round(1 / every))
         return 1
@@ -146,7 +195,23 @@ class EpochHandle:
 
 
 class Strategy:
-    """Base of the strategies; see the module docstring for the calls."""
+    """Base of the strategies; see the module docstring for the calls.
+
+    Attributes
+    ----------
+    parameters : dict
+        The estimator parameters this strategy adds to the shared ones:
+        name -> default. An estimator class naming the strategy in
+        ``_strategy_class`` takes them in ``__init__`` (see
+        :mod:`dislib_nn.training._params`); they reach the strategy in
+        :attr:`FitSetup.params` with the others.
+    constraints : dict
+        Their constraints (name -> list of :mod:`._param_validation`
+        constraints), which may also narrow a shared parameter's.
+    """
+
+    parameters = {}
+    constraints = {}
 
     def __init__(self, setup):
         self.setup = setup

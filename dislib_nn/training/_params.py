@@ -1,0 +1,202 @@
+"""The estimators' parameters: stored verbatim, validated from a table.
+
+``__init__`` stores every parameter as given (skorch-style prefixed
+component arguments too, in ``_extra_params``), so that ``clone``,
+``get_params`` and ``set_params`` work as in scikit-learn; ``fit`` calls
+:meth:`ParamsMixin._validate_params`, which checks them against
+``_parameter_constraints`` (:mod:`._param_validation`) and the
+components' signatures (:mod:`._components`).
+
+A strategy adds its own parameters without an estimator class
+repeating the shared ones: its class lists them in ``parameters``
+(name -> default) and ``constraints`` (name -> constraint list, which
+may also narrow a shared parameter's), and an estimator class that
+names the strategy in ``_strategy_class`` gets an ``__init__`` with
+the shared parameters and the strategy's, keyword-only, that
+scikit-learn's ``get_params`` reads like any other.
+"""
+
+import inspect
+import numbers
+
+import torch
+
+from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training import _param_validation as p
+from dislib_nn.training._components import (PREFIXES, check_arguments,
+                                            check_keywords, split_prefixed)
+from dislib_nn.training.strategies._dealing import SHUFFLE_MODES
+
+__all__ = ["ParamsMixin"]
+
+_INT = numbers.Integral
+_REAL = numbers.Real
+
+
+class ParamsMixin:
+    """Parameters of the epoch-averaging estimators (see the module)."""
+
+    _parameter_constraints = {
+        "module": [p.ModuleSpec()],
+        "criterion": [p.NoneValue(), p.ModuleSpec()],
+        "optimizer": [p.Callable(
+            "a torch.optim.Optimizer subclass or a callable returning "
+            "one")],
+        "lr": [p.Interval(_REAL, 0, None, closed="neither")],
+        "lr_schedule": [p.NoneValue(), p.Callable(
+            "a callable (epoch -> factor) or a torch scheduler class")],
+        "n_epochs": [p.Interval(_INT, 1, None)],
+        "batch_size": [p.Interval(_INT, 1, None)],
+        "n_workers": [p.NoneValue(), p.Interval(_INT, 1, None)],
+        "sync_every": [p.Interval(_INT, 1, None), p.EpochFraction(),
+                       p.Options("step")],
+        "shuffle": [p.Options(*SHUFFLE_MODES)],
+        "optimizer_state": [p.Options("keep", "reset", "average")],
+        "outer_lr": [p.Interval(_REAL, 0, None, closed="neither")],
+        "outer_momentum": [p.Interval(_REAL, 0, 1, closed="left")],
+        "validation_fraction": [p.Interval(_REAL, 0, 1, closed="left")],
+        "validation_data": [p.NoneValue(), p.PairOfArrays()],
+        "early_stopping": [p.Boolean()],
+        "patience": [p.Interval(_INT, 1, None)],
+        "device": [p.DeviceSpec()],
+        "random_state": [p.NoneValue(), p.RandomState()],
+        "verbose": [p.Boolean(), p.Interval(_INT, 0, None)],
+        "warm_start": [p.Boolean()],
+        "balance": [p.Boolean()],
+        "checkpoint_dir": [p.NoneValue(), p.PathLike()],
+        "on_failure": [p.Options("retry", "skip", "raise")],
+        "max_retries": [p.Interval(_INT, 0, None)],
+        "grad_clip_norm": [p.NoneValue(),
+                           p.Interval(_REAL, 0, None, closed="neither")],
+        "grad_clip_value": [p.NoneValue(),
+                            p.Interval(_REAL, 0, None, closed="neither")],
+        "accumulate_grad_batches": [p.Interval(_INT, 1, None)],
+        # After "device": fp16 is checked against the tasks' device.
+        "precision": [p.Precision()],
+    }
+
+    def __init__(self, *, module=None, criterion=None,
+                 optimizer=torch.optim.SGD, lr=0.01, lr_schedule=None,
+                 n_epochs=10, batch_size=32, n_workers=None, sync_every=1,
+                 shuffle="global", optimizer_state="keep", outer_lr=1.0,
+                 outer_momentum=0.0, validation_fraction=0.0,
+                 validation_data=None, early_stopping=False, patience=5,
+                 device="auto", random_state=None, verbose=0,
+                 warm_start=False, balance=False, checkpoint_dir=None,
+                 on_failure="retry", max_retries=2, grad_clip_norm=None,
+                 grad_clip_value=None, accumulate_grad_batches=1,
+                 precision="fp32", **kwargs):
+        self.module = module
+        self.criterion = criterion
+        self.optimizer = optimizer
+        self.lr = lr
+        self.lr_schedule = lr_schedule
+        self.n_epochs = n_epochs
+        self.batch_size = batch_size
+        self.n_workers = n_workers
+        self.sync_every = sync_every
+        self.shuffle = shuffle
+        self.optimizer_state = optimizer_state
+        self.outer_lr = outer_lr
+        self.outer_momentum = outer_momentum
+        self.validation_fraction = validation_fraction
+        self.validation_data = validation_data
+        self.early_stopping = early_stopping
+        self.patience = patience
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.balance = balance
+        self.checkpoint_dir = checkpoint_dir
+        self.on_failure = on_failure
+        self.max_retries = max_retries
+        self.grad_clip_norm = grad_clip_norm
+        self.grad_clip_value = grad_clip_value
+        self.accumulate_grad_batches = accumulate_grad_batches
+        self.precision = precision
+        # Component arguments (module__hidden=...) are parameters too,
+        # stored verbatim like the others and checked at fit.
+        self._extra_params = dict(kwargs)
+
+    # ------------------------------------------------------------ params
+    def get_params(self, deep=True):
+        """Parameters, the prefixed component arguments included."""
+        params = super().get_params(deep=deep)
+        params.update(self._extra_params)
+        return params
+
+    def set_params(self, **params):
+        """Set parameters, prefixed component arguments included.
+
+        Like ``__init__``, it stores values without checking them: ``fit``
+        does, and rejects unknown names with a "did you mean" hint.
+        """
+        names = self._get_param_names()
+        plain = {}
+        for key, value in params.items():
+            if key in names:
+                plain[key] = value
+            else:
+                self._extra_params[key] = value
+        return super().set_params(**plain)
+
+    def _prefixed_params(self):
+        return {k: v for k, v in self._extra_params.items()
+                if k.partition("__")[0] in PREFIXES and "__" in k}
+
+    def _validate_params(self):
+        name = type(self).__name__
+        check_keywords(self._extra_params, self._get_param_names(), name,
+                       InvalidParameterError)
+        p.validate(self._parameter_constraints,
+                   self.get_params(deep=False), name)
+        check_arguments(
+            {"module": self.module, "criterion": self.criterion
+             if self.criterion is not None
+             else self._targets.default_criterion,
+             "optimizer": self.optimizer, "lr_schedule": self.lr_schedule},
+            split_prefixed(self._prefixed_params()), name,
+            InvalidParameterError)
+        if self.validation_fraction and self.validation_data is not None:
+            raise InvalidParameterError(
+                f"{name} takes validation_fraction or validation_data, not "
+                f"both. Got validation_fraction="
+                f"{self.validation_fraction!r} and validation_data.")
+        if self.balance and self.shuffle == "none":
+            raise InvalidParameterError(
+                f"{name} takes balance=True only with shuffle='global' or "
+                f"'local': with shuffle='none' each worker keeps its own "
+                f"blocks. Got balance=True and shuffle='none'.")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        strategy = cls.__dict__.get("_strategy_class")
+        if strategy is None or "__init__" in cls.__dict__:
+            return
+        cls._parameter_constraints = dict(cls._parameter_constraints,
+                                          **strategy.constraints)
+        if strategy.parameters:
+            cls.__init__ = _init_with(ParamsMixin.__init__,
+                                      strategy.parameters)
+
+
+def _init_with(base_init, extra):
+    """``base_init`` taking the keyword-only parameters ``extra`` (name
+    -> default) too, with the signature scikit-learn reads."""
+    def __init__(self, **kwargs):
+        own = {name: kwargs.pop(name, default)
+               for name, default in extra.items()}
+        base_init(self, **kwargs)
+        for name, value in own.items():
+            setattr(self, name, value)
+
+    signature = inspect.signature(base_init)
+    params = list(signature.parameters.values())
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                               default=default)
+             for name, default in extra.items()]
+    __init__.__signature__ = signature.replace(
+        parameters=params[:-1] + added + params[-1:])
+    __init__.__doc__ = base_init.__doc__
+    return __init__
