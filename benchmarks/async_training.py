@@ -3,10 +3,11 @@
 Workload of ``benchmarks/sync_training.py`` (``make_classification``
 60 000 x 128, 10 classes, 10 000 test rows; MLP 128-512-512-10; SGD lr
 0.05 momentum 0.9; batch 64), 2 workers on the local backend, the same
-number of epochs for every configuration. A hook in this script (not in
-the library) slows training tasks down: the module's forward sleeps, per
-batch, a factor times the compute time of the batch before it, so a task
-takes ``1 + factor`` times its compute time.
+number of epochs for every configuration. A hook (``HookedMLP`` in
+``_common.py``, not in the library) slows training tasks down: the
+module's forward sleeps, per batch, a factor times the compute time of
+the batch before it, so a task takes ``1 + factor`` times its compute
+time.
 
 ``plain``   no slow-down: async (max_lag=1) against sync;
 ``jitter``  factor drawn uniformly in [0, 1) per task (from the task's
@@ -40,16 +41,17 @@ Not a test; never imported by the package.
 
 import argparse
 import os
-import random
 import statistics
 import sys
 import time
 
 import torch
-from sklearn.utils import check_random_state
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
-from sync_training import MLP, make_data  # noqa: E402
+# benchmarks/ is on sys.path: the workload and the slow-down hook
+# (HookedMLP) are shared with balance_accuracy.py.
+from _common import (add_mlp_arguments, classification_split,  # noqa: E402
+                     hooked_estimator)
+from _machine import describe  # noqa: E402
 
 RUNS = (("plain", "sync", {}), ("plain", "async", {}),
         ("jitter", "sync", {}), ("jitter", "async", {"max_lag": None}),
@@ -58,62 +60,14 @@ RUNS = (("plain", "sync", {}), ("plain", "async", {}),
 SCENARIOS = ["plain", "jitter", "slow"]
 
 
-class HookedMLP(MLP):
-    """The benchmark's MLP, with the slow-down hook in its forward.
-
-    ``mode`` is "none", "jitter" or "slow"; ``slow_seeds`` are the seeds
-    of worker 1's training tasks (a task seeds torch with its own seed
-    before building the module, so ``torch.initial_seed()`` names it).
-    """
-
-    def __init__(self, n_features=128, hidden=512, n_classes=10,
-                 mode="none", slow_seeds=()):
-        super().__init__(n_features, hidden, n_classes)
-        self.mode = mode
-        self.slow_seeds = frozenset(slow_seeds)
-        self._factor = None
-        self._mark = None
-
-    def forward(self, x):
-        if self.training and self.mode != "none":
-            now = time.perf_counter()
-            if self._factor is None:
-                seed = torch.initial_seed()
-                self._factor = random.Random(seed).random() \
-                    if self.mode == "jitter" else \
-                    float(seed in self.slow_seeds)
-            if self._mark is not None and self._factor:
-                time.sleep(self._factor * (now - self._mark))
-            self._mark = time.perf_counter()
-        return super().forward(x)
-
-
-def worker_seeds(random_state, n_epochs, worker):
-    """The seeds of one worker's training tasks, as the estimators derive
-    them (the library's seed streams, used here as a test hook)."""
-    from dislib_nn.training import _seeds
-    base = int(check_random_state(random_state).randint(0, 2 ** 31 - 1))
-    epochs = _seeds.seed_for(base, _seeds.EPOCHS)
-    return tuple(_seeds.seed_for(epochs, _seeds.TRAIN, e, worker)
-                 for e in range(n_epochs))
-
-
-def estimator(kind, mode, args, n_epochs, seed, **extra):
-    import dislib_nn as dnn
-    cls = dnn.AsyncEpochAveragingClassifier if kind == "async" \
-        else dnn.SyncEpochAveragingClassifier
-    slow = worker_seeds(seed, n_epochs, 1) if mode == "slow" else ()
-    return cls(module=HookedMLP, module__n_features=args.n_features,
-               module__hidden=args.hidden, module__mode=mode,
-               module__slow_seeds=slow, optimizer=torch.optim.SGD,
-               lr=args.lr, optimizer__momentum=args.momentum,
-               n_epochs=n_epochs, batch_size=args.batch_size,
-               n_workers=args.workers, random_state=seed, **extra)
+def make_data(args):
+    return classification_split(args.n_samples, args.n_features,
+                                args.test_size, args.seed)
 
 
 def run(mode, kind, extra, data, args, seed):
     X_train, X_test, y_train, y_test = data
-    est = estimator(kind, mode, args, args.epochs, seed, **extra)
+    est = hooked_estimator(kind, mode, args, args.epochs, seed, **extra)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     est.fit(X_train, y_train)
@@ -136,14 +90,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--n-samples", type=int, default=60_000)
-    p.add_argument("--test-size", type=int, default=10_000)
-    p.add_argument("--n-features", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--workers", type=int, default=2)
+    add_mlp_arguments(p)    # --n-samples ... --workers
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scenarios", nargs="+", default=SCENARIOS,
                    choices=SCENARIOS,
@@ -166,8 +113,8 @@ def main(argv=None):
     from dislib_nn.runtime import set_backend
     set_backend("local", n_workers=args.workers, threads_per_worker=1)
     t0 = time.perf_counter()
-    estimator("sync", "none", args, 1, args.seed).fit(data[0][:2048],
-                                                     data[2][:2048])
+    hooked_estimator("sync", "none", args, 1, args.seed).fit(
+        data[0][:2048], data[2][:2048])
     print(f"Pool start-up (not timed below): "
           f"{time.perf_counter() - t0:.1f} s\n")
     results = {}

@@ -14,7 +14,8 @@ once, with seed 0) in these configurations:
                     epoch (37 500 / 12 500 rows, the deal balancing
                     settles at when worker 1 is twice as slow);
 ``async_bal_slow``  asynchronous, ``balance=True``, worker 1 twice as
-                    slow (``async_training.py``'s hook): the deal comes
+                    slow (``async_training.py``'s hook, ``HookedMLP`` in
+                    ``_common.py``): the deal comes
                     from measured throughput, as in the benchmark.
 
 The fixed deals replace the measured throughput by fixed rates (a hook
@@ -44,9 +45,10 @@ import time
 
 import torch
 
-import async_training as bench  # noqa: E402 - benchmarks/ is on sys.path
+# benchmarks/ is on sys.path: async_training.py's workload and hook.
+from _common import (add_mlp_arguments, classification_split,  # noqa: E402
+                     hooked_estimator)
 from _machine import describe  # noqa: E402
-from sync_training import make_data  # noqa: E402
 
 # name: (strategy, slow-down hook, estimator parameters, fixed rates)
 CONFIGS = {
@@ -95,7 +97,7 @@ class _Nothing:
 def fit_one(name, seed, data, args):
     kind, mode, extra, rates = CONFIGS[name]
     with (_FixedRates(rates) if rates else _Nothing()):
-        est = bench.estimator(kind, mode, args, args.epochs, seed, **extra)
+        est = hooked_estimator(kind, mode, args, args.epochs, seed, **extra)
         t0 = time.perf_counter()
         est.fit(data[0], data[2])
         fit_s = time.perf_counter() - t0
@@ -115,15 +117,19 @@ def main(argv=None):
     p.add_argument("--n-samples", type=int, default=60_000)
     p.add_argument("--test-size", type=int, default=10_000)
     a = p.parse_args(argv)
-    args = bench.parse_args(["--epochs", str(a.epochs), "--n-samples",
-                             str(a.n_samples), "--test-size",
-                             str(a.test_size)])
+    # The workload's other options at async_training.py's defaults.
+    workload = argparse.ArgumentParser()
+    add_mlp_arguments(workload)
+    args = workload.parse_args(["--n-samples", str(a.n_samples),
+                                "--test-size", str(a.test_size)])
+    args.epochs, args.seed = a.epochs, 0
     torch.set_num_threads(1)
     print("balance_accuracy:", " ".join(sys.argv[1:]) or "(defaults)")
     print("Machine:", describe())
     print("Load average before:", " ".join(f"{v:.2f}"
                                            for v in os.getloadavg()))
-    data = make_data(args)
+    data = classification_split(args.n_samples, args.n_features,
+                                args.test_size, args.seed)
     from dislib_nn.runtime import set_backend
     set_backend("local", n_workers=args.workers, threads_per_worker=1)
     acc = {}

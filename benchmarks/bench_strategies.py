@@ -36,13 +36,14 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
 
-from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
-# The synchronous benchmark's MLP, its minibatch loop for the
-# single-process and DDP contenders, and its DDP set-up.
-from sync_training import (MLP, ddp_join, ddp_rows,  # noqa: E402
-                           free_loopback_port, train_epoch)
+# benchmarks/ is on sys.path: the synchronous benchmark's MLP, the CNN,
+# their data, and the single-process and DDP contenders.
+from _common import (accuracy, classification_rows,  # noqa: E402
+                     cnn_workload, mlp_workload, pattern_images,
+                     plain_pytorch, run_ddp as ddp_contender,
+                     state_bytes as _state_bytes)
+from _machine import print_header  # noqa: E402
 
 import dislib_nn as dnn
 
@@ -55,143 +56,59 @@ STRATEGIES = {
 
 
 # ------------------------------------------------------------ workloads
-class CNN(nn.Module):
-    """Three conv blocks (16-32-64 channels) and a linear head."""
-
-    def __init__(self, n_classes=10):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(2))
-        self.head = nn.Linear(64 * 4, n_classes)
-
-    def forward(self, x):
-        return self.head(self.features(x).flatten(1))
-
-
-WORKLOADS = {
-    # name: model class, optimizer class, its arguments, batch size
-    "mlp": (MLP, torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}, 64),
-    "cnn": (CNN, torch.optim.Adam, {"lr": 1e-3}, 64),
-}
+WORKLOADS = {"mlp": mlp_workload(), "cnn": cnn_workload()}
+# name: the data maker, (n_train, n_test, seed) -> X_train, X_test,
+# y_train, y_test
+DATA = {"mlp": classification_rows, "cnn": pattern_images}
 
 
 def make_data(workload, n_train, n_test, seed):
-    rng = np.random.default_rng(seed)
-    n = n_train + n_test
-    if workload == "mlp":
-        from sklearn.datasets import make_classification
-        X, y = make_classification(
-            n_samples=n, n_features=128, n_informative=32, n_redundant=0,
-            n_classes=10, n_clusters_per_class=2, random_state=seed)
-        X = ((X - X.mean(0)) / X.std(0)).astype(np.float32)
-    else:
-        # Smooth class patterns: 4x4 random colours upsampled to 32x32.
-        coarse = rng.standard_normal((10, 3, 4, 4)).astype(np.float32)
-        patterns = torch.nn.functional.interpolate(
-            torch.from_numpy(coarse), size=(32, 32), mode="bicubic",
-            align_corners=False).numpy()
-        y = rng.integers(0, 10, n)
-        X = np.empty((n, 3, 32, 32), dtype=np.float32)
-        for i in range(n):
-            image = np.roll(patterns[y[i]], rng.integers(-8, 9, 2),
-                            axis=(1, 2))
-            X[i] = rng.uniform(0.4, 1.2) * image
-        X += rng.standard_normal(X.shape).astype(np.float32) * 2.0
-    y = y.astype(np.int64)
-    return X[:n_train], X[n_train:], y[:n_train], y[n_train:]
+    return DATA[workload](n_train, n_test, seed)
 
 
 def new_model(workload, seed):
-    torch.manual_seed(seed)
-    return WORKLOADS[workload][0]()
-
-
-def new_optimizer(workload, model):
-    _, opt, kwargs, _ = WORKLOADS[workload]
-    return opt(model.parameters(), **kwargs)
-
-
-def accuracy(model, X, y):
-    model.eval()
-    with torch.no_grad():
-        pred = torch.cat([model(torch.from_numpy(X[i:i + 1024])).argmax(1)
-                          for i in range(0, len(X), 1024)]).numpy()
-    return float((pred == y).mean())
+    return WORKLOADS[workload].new_model(seed)
 
 
 def state_bytes(module):
-    return sum(t.numel() * t.element_size()
-               for t in module.state_dict().values())
+    return _state_bytes(module.state_dict())
 
 
 # ----------------------------------------------------------- contenders
 def run_single(workload, data, args):
     X_train, X_test, y_train, y_test = data
+    work = WORKLOADS[workload]
     torch.set_num_threads(args.single_threads)
     try:
-        X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
-        model = new_model(workload, args.seed)
-        opt = new_optimizer(workload, model)
-        gen = torch.Generator().manual_seed(args.seed)
-        batch = WORKLOADS[workload][3]
-        points, clock = [], 0.0
-        for _ in range(args.epochs):
-            t0 = time.perf_counter()
-            train_epoch(model, opt, X, y, torch.randperm(len(X),
-                                                         generator=gen),
-                        batch)
-            clock += time.perf_counter() - t0
-            points.append((clock, accuracy(model, X_test, y_test)))
+        model = work.new_model(args.seed)
+        spans, scores = plain_pytorch(
+            model, work.new_optimizer(model), X_train, y_train, args.epochs,
+            work.batch_size, args.seed,
+            after_epoch=lambda m: accuracy(m, X_test, y_test, 1024))
     finally:
         torch.set_num_threads(1)
-    return {"points": points, "bytes_per_epoch": 0}
-
-
-def _ddp_worker(rank, world, port, workload, data, args, queue):
-    from torch.nn.parallel import DistributedDataParallel
-    dist = ddp_join(rank, world, port)
-    X_train, X_test, y_train, y_test = data
-    X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
-    model = DistributedDataParallel(new_model(workload, args.seed))
-    opt = new_optimizer(workload, model)
-    batch = WORKLOADS[workload][3]
-    points, clock, steps = [], 0.0, 0
-    for epoch in range(args.epochs):
-        dist.barrier()
-        t0 = time.perf_counter()
-        mine = ddp_rows(len(X), rank, world, args.seed, epoch)
-        train_epoch(model, opt, X, y, mine, batch)
-        dist.barrier()
-        clock += time.perf_counter() - t0
-        steps = -(-len(mine) // batch)
-        if rank == 0:
-            points.append((clock, accuracy(model.module, X_test, y_test)))
-    if rank == 0:
-        grad = sum(p.numel() * p.element_size()
-                   for p in model.module.parameters() if p.requires_grad)
-        # A ring all-reduce sends 2(P-1)/P of the gradient from each of
-        # the P ranks: 2(P-1) gradients' worth in all, per step.
-        queue.put({"points": points,
-                   "bytes_per_epoch": grad * steps * 2 * (world - 1)})
-    dist.destroy_process_group()
+    clocks = np.cumsum([b - a for a, b in spans]).tolist()
+    return {"points": list(zip(clocks, scores)), "bytes_per_epoch": 0}
 
 
 def run_ddp(workload, data, args):
-    import torch.multiprocessing as mp
-    queue = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_ddp_worker, nprocs=args.workers, join=True,
-             args=(args.workers, free_loopback_port(), workload, data, args,
-                   queue))
-    return queue.get()
+    out = ddp_contender(WORKLOADS[workload], data, args.workers,
+                        args.epochs, args.seed, evaluate_every_epoch=True,
+                        eval_chunk=1024)
+    clocks = np.cumsum([b - a for a, b in out["spans"]]).tolist()
+    # A ring all-reduce sends 2(P-1)/P of the gradient from each of
+    # the P ranks: 2(P-1) gradients' worth in all, per step.
+    return {"points": list(zip(clocks, out["epoch_acc"])),
+            "bytes_per_epoch": out["grad_bytes"] * out["steps"] * 2
+            * (args.workers - 1)}
 
 
 def run_strategy(name, workload, data, args):
     estimator, params = STRATEGIES[name]
     X_train, X_test, y_train, y_test = data
-    _, opt, kwargs, batch = WORKLOADS[workload]
+    work = WORKLOADS[workload]
+    opt, kwargs, batch = work.optimizer, work.optimizer_kwargs, \
+        work.batch_size
     prefixed = {f"optimizer__{k}": v for k, v in kwargs.items() if k != "lr"}
     x_test = dnn.from_array(X_test)
     t_test = dnn.from_array(y_test)
@@ -230,7 +147,7 @@ def run_workload(workload, args):
     print(f"\n== {workload}: {model.__class__.__name__} "
           f"({state_bytes(model):,} B of state), {len(data[0]):,} train / "
           f"{len(data[1]):,} test rows of {data[0].shape[1:]}, "
-          f"{args.epochs} epochs, batch {WORKLOADS[workload][3]} "
+          f"{args.epochs} epochs, batch {WORKLOADS[workload].batch_size} "
           f"(data made in {time.perf_counter() - t0:.1f}s)", flush=True)
     results = {}
     contenders = ["single", "ddp"] + list(STRATEGIES)

@@ -59,24 +59,31 @@ import time
 import numpy as np
 import torch
 
-from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
+# benchmarks/ is on sys.path: bench_strategies.py's workloads.
+from _common import (classification_rows, cnn_workload,  # noqa: E402
+                     mlp_workload, pattern_images, state_bytes, train_epoch)
+from _machine import print_header  # noqa: E402
+
+# name: the workload and its data maker, as in bench_strategies.py
+WORKLOADS = {"mlp": (mlp_workload(), classification_rows),
+             "cnn": (cnn_workload(), pattern_images)}
 
 
 # ------------------------------------------------------------ measuring
 def measure_compute(workload, batch=64, steps=20):
     """Seconds per training sample, one thread."""
-    import bench_strategies as bs
+    work, make_data = WORKLOADS[workload]
     torch.set_num_threads(1)
-    X, _, y, _ = bs.make_data(workload, batch * steps, 8, 0)
-    model = bs.new_model(workload, 0)
-    opt = bs.new_optimizer(workload, model)
+    X, _, y, _ = make_data(batch * steps, 8, 0)
+    model = work.new_model(0)
+    opt = work.new_optimizer(model)
     X, y = torch.from_numpy(X), torch.from_numpy(y)
     order = torch.arange(len(X))
-    bs.train_epoch(model, opt, X[:batch * 2], y[:batch * 2], order[:batch * 2],
-                   batch)                        # warm-up
+    train_epoch(model, opt, X[:batch * 2], y[:batch * 2], order[:batch * 2],
+                batch)                           # warm-up
     t0 = time.perf_counter()
-    bs.train_epoch(model, opt, X, y, order, batch)
-    return (time.perf_counter() - t0) / len(X), bs.state_bytes(model)
+    train_epoch(model, opt, X, y, order, batch)
+    return (time.perf_counter() - t0) / len(X), state_bytes(model.state_dict())
 
 
 def measure_merge(n_bytes=64 * 2**20, repeats=5):

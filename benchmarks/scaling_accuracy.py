@@ -46,26 +46,15 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
 
-from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
+# benchmarks/ is on sys.path: the synchronous benchmark's MLP and data,
+# the single-process and the DDP-equivalent contenders.
+from _common import (MLP, accuracy, classification_rows,  # noqa: E402
+                     large_batch, plain_pytorch, state_bytes)
+from _machine import print_header  # noqa: E402
 
 import dislib_nn as dnn
 from dislib_nn import runtime
-
-
-class MLP(nn.Module):
-    """128-512-512-10, as in sync_training.py."""
-
-    def __init__(self, n_features_in=128, n_classes=10, hidden=512):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_features_in, hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, n_classes))
-
-    def forward(self, x):
-        return self.net(x)
 
 
 class Warmup:
@@ -76,48 +65,23 @@ class Warmup:
 
 
 def make_data(n_train, n_test, seed):
-    from sklearn.datasets import make_classification
-    X, y = make_classification(
-        n_samples=n_train + n_test, n_features=128, n_informative=32,
-        n_redundant=0, n_classes=10, n_clusters_per_class=2,
-        random_state=seed)
-    X = ((X - X.mean(0)) / X.std(0)).astype(np.float32)
-    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+    X, X_test, y, y_test = classification_rows(n_train, n_test, seed)
+    return X, y, X_test, y_test
 
 
-def accuracy(model, X, y):
-    model.eval()
-    with torch.no_grad():
-        pred = model(torch.from_numpy(X)).argmax(1).numpy()
-    return float((pred == y).mean())
+def scorer(data):
+    X_test, y_test = data[2], data[3]
+    return lambda model: accuracy(model, X_test, y_test)
 
 
-def plain_sgd(init, data, args, batch, lr, warmup_epochs=0):
-    """Plain PyTorch; per-epoch test accuracy. ``warmup_epochs`` ramps
-    the rate linearly, step by step, from lr / steps to lr."""
-    X, y, X_test, y_test = data
+def plain_sgd(init, data, args):
+    """Plain PyTorch; per-epoch test accuracy."""
     model = copy.deepcopy(init)
-    opt = torch.optim.SGD(model.parameters(), lr=lr,
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr,
                           momentum=args.momentum)
-    x, t = torch.from_numpy(X), torch.from_numpy(y)
-    generator = torch.Generator().manual_seed(args.seed)
-    per_epoch = -(-len(x) // batch)
-    step, scores = 0, []
-    for _ in range(args.epochs):
-        model.train()
-        order = torch.randperm(len(x), generator=generator)
-        for start in range(0, len(x), batch):
-            if warmup_epochs:
-                factor = min(1.0, (step + 1) / (warmup_epochs * per_epoch))
-                for group in opt.param_groups:
-                    group["lr"] = lr * factor
-            idx = order[start:start + batch]
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x[idx]), t[idx]).backward()
-            opt.step()
-            step += 1
-        scores.append(accuracy(model, X_test, y_test))
-    return scores
+    return plain_pytorch(model, opt, data[0], data[1], args.epochs,
+                         args.batch, args.seed,
+                         after_epoch=scorer(data))[1]
 
 
 def library(init, data, args, P, setting):
@@ -141,8 +105,7 @@ def library(init, data, args, P, setting):
 
 
 def model_bytes(module):
-    return sum(v.numel() * v.element_size()
-               for v in module.state_dict().values())
+    return state_bytes(module.state_dict())
 
 
 def first_within(scores, target):
@@ -171,7 +134,7 @@ def main(argv=None):
     size = model_bytes(init)
     print(f"{args.n_train} training rows, {args.epochs} epochs, batch "
           f"{args.batch}, model {size / 2 ** 20:.2f} MiB, seed {args.seed}")
-    single = plain_sgd(init, data, args, args.batch, args.lr)
+    single = plain_sgd(init, data, args)
     target = single[-1] - 0.01
     rows = [{"P": 1, "contender": "single", "scores": single,
              "bytes": 0}]
@@ -180,9 +143,10 @@ def main(argv=None):
         steps = args.n_train / (P * args.batch)
         ddp = {}
         for scale in ("lin", "sqrt"):
-            lr = args.lr * (P if scale == "lin" else math.sqrt(P))
-            ddp[scale] = plain_sgd(init, data, args, args.batch * P, lr,
-                                   warmup_epochs=1)
+            ddp[scale] = large_batch(init, data[0], data[1], P, scale,
+                                     args.batch, args.lr, args.momentum,
+                                     args.epochs, args.seed,
+                                     after_epoch=scorer(data))
         best = max(ddp, key=lambda k: ddp[k][-1])
         rows.append({"P": P, "contender": f"ddp ({best})",
                      "scores": ddp[best],

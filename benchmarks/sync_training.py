@@ -42,85 +42,31 @@ Not a test; never imported by the package.
 import argparse
 import os
 import pickle
-import socket
 import statistics
-import threading
 import time
 
 import numpy as np
 import torch
-from torch import nn
 
-from _machine import print_header  # noqa: E402 - benchmarks/ is on sys.path
+# benchmarks/ is on sys.path: the shared workload, contenders and monitor.
+from _common import (MLP, LoadMonitor, accuracy,  # noqa: E402
+                     add_mlp_arguments, classification_split, mlp_workload,
+                     plain_pytorch, run_ddp as ddp_contender, state_bytes,
+                     train_epoch, wait_for_quiet)
+from _machine import print_header  # noqa: E402
 
 CONFIGS = ("single", "floor", "ddp", "dislib_nn")
 
 
-class MLP(nn.Module):
-    """128-512-512-10 by default."""
-
-    def __init__(self, n_features=128, hidden=512, n_classes=10):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_features, hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, n_classes))
-
-    def forward(self, x):
-        return self.net(x)
-
-
 # ---------------------------------------------------------------- helpers
 def make_data(args):
-    from sklearn.datasets import make_classification
-    from sklearn.model_selection import train_test_split
-    X, y = make_classification(
-        n_samples=args.n_samples, n_features=args.n_features,
-        n_informative=32, n_redundant=0, n_classes=10,
-        n_clusters_per_class=2, random_state=args.seed)
-    X_train, X_test, y_train, y_test = train_test_split(
-        X.astype(np.float32), y.astype(np.int64),
-        test_size=args.test_size, random_state=args.seed, stratify=y)
-    mean, std = X_train.mean(axis=0), X_train.std(axis=0)
-    X_train = (X_train - mean) / std
-    X_test = (X_test - mean) / std
-    return X_train, X_test, y_train, y_test
+    return classification_split(args.n_samples, args.n_features,
+                                args.test_size, args.seed)
 
 
-def new_model(args, seed):
-    torch.manual_seed(seed)
-    return MLP(args.n_features, args.hidden, 10)
-
-
-def new_optimizer(model, args):
-    return torch.optim.SGD(model.parameters(), lr=args.lr,
-                           momentum=args.momentum)
-
-
-def train_epoch(model, opt, X, y, order, batch_size):
-    """One pass over ``X[order]``; returns (samples, loss sum)."""
-    loss_fn = nn.CrossEntropyLoss()
-    model.train()
-    loss_sum = 0.0
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        opt.zero_grad()
-        loss = loss_fn(model(X[idx]), y[idx])
-        loss.backward()
-        opt.step()
-        loss_sum += loss.item() * len(idx)
-    return len(order), loss_sum
-
-
-def accuracy(model, X, y):
-    model.eval()
-    with torch.no_grad():
-        pred = model(torch.as_tensor(X)).argmax(dim=1).numpy()
-    return float((pred == y).mean())
-
-
-def state_bytes(state):
-    return sum(t.numel() * t.element_size() for t in state.values())
+def workload(args):
+    return mlp_workload(args.n_features, args.hidden, args.lr,
+                        args.momentum, args.batch_size)
 
 
 def shares(n, parts):
@@ -129,136 +75,17 @@ def shares(n, parts):
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def free_loopback_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _busy_jiffies():
-    """(busy, total) CPU ticks of the machine since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:9]]
-    # user nice system idle iowait irq softirq steal (guest time is
-    # already inside user and nice); steal is time the host gave others.
-    total = sum(fields)
-    return total - fields[3] - fields[4], total
-
-
-def busy_cores(seconds=1.0):
-    """Cores' worth of CPU the whole machine used over ``seconds``."""
-    try:
-        b0, t0 = _busy_jiffies()
-        time.sleep(seconds)
-        b1, t1 = _busy_jiffies()
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-    return (b1 - b0) / max(t1 - t0, 1) * (os.cpu_count() or 1)
-
-
-def wait_for_quiet(max_wait, threshold=0.25):
-    """Wait (at most ``max_wait`` s) until others leave the CPUs alone.
-
-    Between configurations none of ours runs, so what the machine is
-    busy with belongs to someone else. Returns the last load seen.
-    """
-    deadline = time.perf_counter() + max_wait
-    load = busy_cores()
-    while load > threshold and time.perf_counter() < deadline:
-        load = busy_cores()
-    return load
-
-
-def _tree_jiffies(root):
-    """CPU ticks of ``root`` and its descendants (reaped ones included)."""
-    procs = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        # ppid, then utime, stime, cutime, cstime (fields 4, 14-17).
-        procs[int(entry)] = (int(rest[1]), sum(map(int, rest[11:15])))
-    children = {}
-    for pid, (ppid, _) in procs.items():
-        children.setdefault(ppid, []).append(pid)
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += procs.get(pid, (0, 0))[1]
-        stack.extend(children.get(pid, ()))
-    return total
-
-
-class LoadMonitor:
-    """Samples, in a thread, the CPU used by others than this process tree.
-
-    ``foreign(t0, t1)`` is the cores' worth of CPU that processes outside
-    this benchmark's tree (and the host, as steal time) used between two
-    ``time.perf_counter()`` readings, which on Linux are comparable
-    across processes.
-    """
-
-    def __init__(self, interval=0.5):
-        self.interval = interval
-        self.samples = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="load-monitor")
-
-    def __enter__(self):
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self):
-        try:
-            busy, total = _busy_jiffies()
-            mine = _tree_jiffies(os.getpid())
-        except (OSError, ValueError, IndexError):
-            return
-        self.samples.append((time.perf_counter(), busy, total, mine))
-
-    def _run(self):
-        while not self._stop.wait(self.interval):
-            self._sample()
-
-    def foreign(self, t0, t1):
-        samples = list(self.samples)
-        before = [s for s in samples if s[0] <= t0]
-        after = [s for s in samples if s[0] >= t1]
-        if not before or not after:
-            return float("nan")
-        _, b0, n0, m0 = before[-1]
-        _, b1, n1, m1 = after[0]
-        others = max((b1 - b0) - (m1 - m0), 0)
-        return others / max(n1 - n0, 1) * (os.cpu_count() or 1)
-
-
 # ------------------------------------------------------ 1. single process
 def run_single(data, args):
     X_train, X_test, y_train, y_test = data
     previous = torch.get_num_threads()
     torch.set_num_threads(os.cpu_count())
     try:
-        X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
-        model = new_model(args, args.seed)
-        opt = new_optimizer(model, args)
-        gen = torch.Generator().manual_seed(args.seed)
-        spans = []
-        for _ in range(args.epochs):
-            t0 = time.perf_counter()
-            order = torch.randperm(len(X), generator=gen)
-            train_epoch(model, opt, X, y, order, args.batch_size)
-            spans.append((t0, time.perf_counter()))
+        work = workload(args)
+        model = work.new_model(args.seed)
+        spans, _ = plain_pytorch(model, work.new_optimizer(model), X_train,
+                                 y_train, args.epochs, args.batch_size,
+                                 args.seed)
         acc = accuracy(model, X_test, y_test)
     finally:
         torch.set_num_threads(previous)
@@ -287,7 +114,7 @@ def _floor_worker(conn, seed):
     X, y, args = pickle.loads(conn.recv_bytes())
     X, y = torch.from_numpy(X), torch.from_numpy(y)
     model = MLP(args.n_features, args.hidden, 10)
-    opt = new_optimizer(model, args)
+    opt = workload(args).new_optimizer(model)
     gen = torch.Generator().manual_seed(seed)
     state = model.state_dict()          # views of the live tensors
     inbox = _flatten(state)
@@ -326,7 +153,7 @@ def run_floor(data, args):
         if conn.recv_bytes() != b"ready":
             raise RuntimeError("floor worker failed to start")
     startup = time.perf_counter() - t_start
-    model = new_model(args, args.seed)
+    model = workload(args).new_model(args.seed)
     flat = _flatten(model.state_dict())
     inbox = [torch.empty_like(flat) for _ in conns]
     spans, compute = [], []
@@ -358,66 +185,10 @@ def run_floor(data, args):
 
 
 # ------------------------------------------------------------- 3. DDP
-def ddp_join(rank, world, port):
-    """Join a gloo process group on 127.0.0.1 with one torch thread."""
-    import torch.distributed as dist
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    return dist
-
-
-def ddp_rows(n, rank, world, seed, epoch):
-    """The rows of ``rank`` for one epoch, by DistributedSampler's scheme:
-    the same global permutation on every rank, each rank takes every
-    world-th index; equal counts per rank."""
-    per_rank = -(-n // world)
-    gen = torch.Generator().manual_seed(seed + epoch)
-    order = torch.randperm(n, generator=gen)
-    order = torch.cat([order, order[:per_rank * world - n]])
-    return order[rank::world]
-
-
-def _ddp_worker(rank, world, port, data, args, queue):
-    from torch.nn.parallel import DistributedDataParallel
-    t0 = time.perf_counter()
-    dist = ddp_join(rank, world, port)
-    X_train, X_test, y_train, y_test = data
-    X, y = torch.from_numpy(X_train), torch.from_numpy(y_train)
-    model = DistributedDataParallel(new_model(args, args.seed))
-    opt = new_optimizer(model, args)
-    dist.barrier()
-    startup = time.perf_counter() - t0
-    spans, steps = [], 0
-    for epoch in range(args.epochs):
-        dist.barrier()
-        t0 = time.perf_counter()
-        mine = ddp_rows(len(X), rank, world, args.seed, epoch)
-        train_epoch(model, opt, X, y, mine, args.batch_size)
-        dist.barrier()
-        spans.append((t0, time.perf_counter()))
-        steps = -(-len(mine) // args.batch_size)
-    if rank == 0:
-        grad_bytes = sum(p.numel() * p.element_size()
-                         for p in model.module.parameters()
-                         if p.requires_grad)
-        queue.put({"spans": spans, "startup_s": startup,
-                   "acc": accuracy(model.module, X_test, y_test),
-                   "grad_bytes": grad_bytes, "steps": steps})
-    dist.destroy_process_group()
-
-
 def run_ddp(data, args):
-    import torch.multiprocessing as mp
-    queue = mp.get_context("spawn").SimpleQueue()
-    t0 = time.perf_counter()
-    mp.spawn(_ddp_worker, nprocs=args.workers, join=True,
-             args=(args.workers, free_loopback_port(), data, args, queue))
-    result = queue.get()
-    result["spawn_s"] = time.perf_counter() - t0
-    return result
+    # _common.ddp_train: per-rank batch args.batch_size, gloo, 1 thread.
+    return ddp_contender(workload(args), data, args.workers, args.epochs,
+                         args.seed)
 
 
 # --------------------------------------------------------- 4. dislib_nn
@@ -640,14 +411,7 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--repeats", type=int, default=5,
                    help="runs of each configuration, interleaved")
-    p.add_argument("--n-samples", type=int, default=60_000)
-    p.add_argument("--test-size", type=int, default=10_000)
-    p.add_argument("--n-features", type=int, default=128)
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--workers", type=int, default=2)
+    add_mlp_arguments(p)    # --n-samples ... --workers
     p.add_argument("--shuffle", default="global",
                    help="dislib_nn's shuffle mode (global, local, none)")
     p.add_argument("--configs", default=",".join(CONFIGS),
