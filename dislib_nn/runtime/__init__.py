@@ -97,12 +97,12 @@ else:
     from dislib_nn.runtime._task import on_failure  # noqa: F401,E402
 
 from dislib_nn.runtime import _compss_task  # noqa: E402
-from dislib_nn.runtime import _engine as _engine_mod  # noqa: E402
+from dislib_nn.runtime import _engine  # noqa: E402
 from dislib_nn.runtime._by_value import by_value  # noqa: E402,F401
 from dislib_nn.runtime._future import Future as _Future  # noqa: E402
 
 _lock = threading.Lock()
-_engine = None
+_active_engine = None
 # Local pools by configuration: switching back to a configuration reuses
 # its pool (and its futures) instead of starting a new one.
 _pools = {}
@@ -114,16 +114,16 @@ _settings = {"n_workers": _env_int("DISLIB_NN_WORKERS"),
 
 def _current_engine():
     """The engine of the local or sequential backend, created on first use."""
-    global _engine
-    if _engine is None:
+    global _active_engine
+    if _active_engine is None:
         with _lock:
-            if _engine is None:
-                _engine = _make_engine()
-    return _engine
+            if _active_engine is None:
+                _active_engine = _make_engine()
+    return _active_engine
 
 
 def _make_engine():
-    Engine = _engine_mod.Engine
+    Engine = _engine.Engine
     if _BACKEND == "sequential":
         from dislib_nn.runtime._sequential import SequentialExecutor
         return Engine(lambda e: SequentialExecutor(e, _settings["threads"]),
@@ -161,21 +161,21 @@ if _BACKEND != "compss":
 
     def barrier():
         """Wait until every task submitted so far has finished."""
-        if _engine is not None:
-            _engine.barrier()
+        if _active_engine is not None:
+            _active_engine.barrier()
 
     def delete_object(obj):
         """Tell the runtime the program will not use ``obj`` again."""
-        if _engine is not None:
-            _engine.delete(obj)
+        if _active_engine is not None:
+            _active_engine.delete(obj)
         return True
 
 
 def _wait(obj):
     if isinstance(obj, _Future):
         return obj._engine.wait(obj)
-    if _engine is not None and _engine.tracks(obj):
-        return _engine.wait(obj)
+    if _active_engine is not None and _active_engine.tracks(obj):
+        return _active_engine.wait(obj)
     if isinstance(obj, list):
         return [_wait(o) for o in obj]
     if isinstance(obj, dict):
@@ -204,7 +204,7 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
     interpreter exit. ``compss`` can only be chosen when the script
     already runs inside COMPSs, where it is chosen automatically.
     """
-    global _engine, _BACKEND
+    global _active_engine, _BACKEND
     if name not in _BACKENDS:
         raise BackendError(f"backend must be one of {', '.join(_BACKENDS)}."
                            f" Got {name!r} instead.")
@@ -225,7 +225,7 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
             f"compss backend is chosen when dislib_nn is imported inside "
             f"the COMPSs runtime, and only there.")
     with _lock:
-        _engine = None
+        _active_engine = None
         _BACKEND = name
         if n_workers is not None:
             _settings["n_workers"] = n_workers
@@ -272,7 +272,7 @@ def started():
     """
     if _BACKEND != "local":
         return True
-    engine = _engine or _pools.get(_local_key())
+    engine = _active_engine or _pools.get(_local_key())
     return engine is not None and engine.executor.started
 
 

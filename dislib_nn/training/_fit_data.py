@@ -12,6 +12,7 @@ import torch
 
 from dislib_nn import runtime
 from dislib_nn._user_warning import warn_user
+from dislib_nn.data import DsTensor
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _fitted, _seeds
 from dislib_nn.training.tasks import _blocks
@@ -151,7 +152,6 @@ class FitDataMixin:
             _seeds.seed_for(self._seed, _seeds.VALIDATION_SPLIT, i))
             for i, (xb, yb, nv) in enumerate(zip(x._blocks, y._blocks,
                                                  n_valid))]
-        DsTensor = _data().DsTensor
         train_sizes = tuple(n - v for n, v in zip(sizes, n_valid))
         keep = [i for i, v in enumerate(n_valid) if v > 0]
 
@@ -208,8 +208,3 @@ def _names_differ(fitted, names):
         message += listed("Feature names seen at fit time, yet now missing:",
                           missing)
     return message
-
-
-def _data():
-    import dislib_nn.data as data
-    return data

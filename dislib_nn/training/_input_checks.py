@@ -12,6 +12,7 @@ import inspect
 import numpy as np
 import torch
 
+from dislib_nn.data import DsTensor, from_array, from_ds_array
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import wait_on
 from dislib_nn.training.tasks import _blocks
@@ -26,15 +27,8 @@ _FINITE = ("ensure_all_finite" if "ensure_all_finite"
            else "force_all_finite")
 
 
-def _data():
-    # Imported late: dislib_nn.data and dislib_nn.training import each
-    # other only through functions.
-    import dislib_nn.data as data
-    return data
-
-
 def is_ds_tensor(obj):
-    return isinstance(obj, _data().DsTensor)
+    return isinstance(obj, DsTensor)
 
 
 def is_ds_array(obj):
@@ -48,7 +42,7 @@ def check_x(X, name="X"):
     if is_ds_tensor(X):
         return X
     if is_ds_array(X):
-        return _data().from_ds_array(X)
+        return from_ds_array(X)
     if torch.is_tensor(X):
         X = X.detach().cpu().numpy()
     return check_array(X, dtype="numeric", allow_nd=True,
@@ -68,7 +62,7 @@ def check_y(y, targets, name="y"):
         targets.check_ds(y, name)
         return y
     if is_ds_array(y):
-        return _data().from_ds_array(y)
+        return from_ds_array(y)
     if y is None:
         raise ValueError(
             f"This estimator requires y to be passed, but the target y is "
@@ -135,5 +129,5 @@ def as_ds_tensor(data, block_sizes=None, n_blocks=None, dtype=None):
     if dtype is not None:
         array = array.astype(dtype, copy=False)
     if block_sizes is not None:
-        return _data().from_array(array, block_size=list(block_sizes))
-    return _data().from_array(array, n_blocks=n_blocks)
+        return from_array(array, block_size=list(block_sizes))
+    return from_array(array, n_blocks=n_blocks)

@@ -11,6 +11,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from dislib_nn import runtime
+from dislib_nn.data import DsTensor
 from dislib_nn.training import _labels, _metrics
 from dislib_nn.training.tasks import _blocks
 from dislib_nn.training import _input_checks as _inputs
@@ -67,7 +68,7 @@ class PredictMixin:
         blocks = [_blocks._predict_block(
             components, None, b, self._output, what, self._predict_batch(),
             str(self.device), classes) for b in X._blocks]
-        return _data().DsTensor._from_blocks(
+        return DsTensor._from_blocks(
             blocks, tuple(X.block_sizes), sample_shape, dtype)
 
     def _output_spec(self, what, classes):
@@ -119,8 +120,3 @@ class PredictMixin:
 
     def _score_arrays(self, X, y, sample_weight):
         raise NotImplementedError
-
-
-def _data():
-    import dislib_nn.data as data
-    return data

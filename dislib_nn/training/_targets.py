@@ -12,6 +12,7 @@ Both objects are picklable (tasks receive them inside
 import numpy as np
 import torch
 
+from dislib_nn.data import DsTensor
 from dislib_nn.exceptions import ShapeError
 from dislib_nn.runtime import wait_on
 from dislib_nn.training import _fitted, _labels, _metrics
@@ -83,7 +84,7 @@ class _Classification:
         if _inputs.is_ds_tensor(y):
             blocks = [_blocks._encode_labels(b, estimator.classes_, "y")
                       for b in y._blocks]
-            return _data().DsTensor._from_blocks(
+            return DsTensor._from_blocks(
                 blocks, tuple(y.block_sizes), (), torch.int64)
         y = _labels.encode(y, estimator.classes_, "y")
         return _inputs.as_ds_tensor(y, block_sizes=block_sizes)
@@ -248,8 +249,3 @@ def _check_finite_labels(y, name):
         bad = not np.all(np.isfinite(y))
     if bad:
         raise ValueError(f"Input {name} contains NaN or infinity.")
-
-
-def _data():
-    import dislib_nn.data as data
-    return data
