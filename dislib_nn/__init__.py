@@ -40,7 +40,7 @@ _PUBLIC = {
 # Subpackages reachable as attributes (``dislib_nn.runtime.set_backend``)
 # without importing them first.
 _SUBMODULES = frozenset({"data", "training", "runtime", "exceptions",
-                         "plot"})
+                         "plot", "callbacks"})
 
 __all__ = list(_PUBLIC)
 

@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
+from dislib_nn.data import shuffle
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _fitted, _seeds
 from dislib_nn.training._components import (Components, check_step,
@@ -37,14 +38,15 @@ from dislib_nn.training._input_checks import check_rows
 from dislib_nn.training._params import ParamsMixin
 from dislib_nn.training._persist import PersistMixin
 from dislib_nn.training._predict import PredictMixin
-from dislib_nn.training.callbacks import _checkpoint
-from dislib_nn.training.callbacks._core import (EarlyStopping, FailurePolicy,
-                                                History, LearningRate,
-                                                Printer)
+from dislib_nn.training.callbacks import _checkpoint, _named
+from dislib_nn.training.callbacks._core import (FailurePolicy, History,
+                                                LearningRate, Printer)
+from dislib_nn.training.callbacks._early_stopping import EarlyStopping
+from dislib_nn.training.callbacks._lr_scheduler import step_schedule_of
 from dislib_nn.training.callbacks._schedule import LRSchedule
 from dislib_nn.training.strategies._async import AsyncStrategy
 from dislib_nn.training.strategies._dealing import EpochData
-from dislib_nn.training.strategies._interface import FitSetup
+from dislib_nn.training.strategies._interface import Carry, FitSetup
 from dislib_nn.training.strategies._lifetimes import Lifetimes
 from dislib_nn.training.strategies._sync import SyncStrategy
 from dislib_nn.training.tasks._train import train_task_for
@@ -92,7 +94,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         """
         self._validate_params()
         self._announce_start()
-        checkpoint, path = _checkpoint.to_resume(self, resume)
+        checkpoint, path = _checkpoint.to_resume(
+            self, resume, self._checkpoint_dirname())
         continuing = checkpoint is None and self.warm_start \
             and self.__sklearn_is_fitted__()
         saved = _fitted.snapshot(self)
@@ -111,7 +114,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 _checkpoint.restore(self, checkpoint)
                 n_epochs = self.n_epochs - self.n_epochs_
             if n_epochs > 0:
-                self._fit_epochs(data, n_epochs)
+                self._fit_epochs(data, n_epochs, checkpoint)
             else:
                 self.module_.eval()
         except BaseException:
@@ -151,7 +154,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             self.module, module_kwargs,
             self.criterion if self.criterion is not None
             else self._targets.default_criterion, prefixed["criterion"],
-            self.optimizer, prefixed["optimizer"])
+            self.optimizer, prefixed["optimizer"],
+            self.outer_optimizer, prefixed["outer_optimizer"])
 
     def _inferred_arguments(self, checked):
         values = self._targets.inferred_sizes(self, checked["y"])
@@ -184,8 +188,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                    float(self.lr))
 
     # ---------------------------------------------------- fit: the epochs
-    def _fit_epochs(self, data, n_epochs):
-        """Run ``n_epochs`` epochs from the current model."""
+    def _fit_epochs(self, data, n_epochs, checkpoint=None):
+        """Run ``n_epochs`` epochs from the current model (the callbacks
+        take their state from ``checkpoint`` when resuming)."""
         self._check_batch_norm_batch()
         components = self._components(self._inferred)
         lifetimes = Lifetimes()
@@ -197,12 +202,21 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             components, epochs,
             {k: v.detach().clone()
              for k, v in self.module_.state_dict().items()},
-            dict(self._carried, optimizer_states=self.optimizer_states_),
+            Carry(self.optimizer_states_, self._carried),
             self.get_params(deep=False), self._output,
             [k for k, _ in self.module_.named_parameters()], lifetimes,
             train_task_for(self.device, self.on_failure))
+        named = self._callbacks()
+        for _, cb in named:
+            cb.initialize()
+        if checkpoint is not None:
+            _checkpoint.restore_callbacks(named, checkpoint)
+        callbacks = [cb for _, cb in named]
+        setup.step_schedule = step_schedule_of(
+            callbacks, components, self.module_, float(self.lr),
+            self.lr_schedule)
         strategy = self._strategy_class(setup)
-        final = run_epochs(self, strategy, self._callbacks(),
+        final = run_epochs(self, strategy, named,
                            self.n_epochs_, self.n_epochs_ + n_epochs,
                            float(self.lr), self._validation(components, data))
         self._finish(final, strategy.carry())
@@ -219,19 +233,48 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         return validate
 
     def _callbacks(self):
-        """The epoch loop's callbacks, in the order they run."""
+        """The fit's ``(name, callback)`` pairs, in the order they run:
+        the defaults (:mod:`.callbacks._core`), then ``callbacks``'s
+        entries with the ``callbacks__NAME__arg`` parameters set on
+        them; checkpoint callbacks last."""
         schedule = LRSchedule(self.lr, self.lr_schedule,
                               split_prefixed(self._prefixed_params())
                               ["lr_schedule"], self.history_)
-        callbacks = [FailurePolicy(self.on_failure, self.max_retries),
-                     LearningRate(schedule), History()]
+        named = [("failure_policy",
+                  FailurePolicy(self.on_failure, self.max_retries)),
+                 ("learning_rate", LearningRate(schedule)),
+                 ("history", History())]
         if self.early_stopping:
-            callbacks.append(EarlyStopping(self.patience))
+            named.append(("early_stopping",
+                          EarlyStopping(patience=self.patience)))
         if self.verbose:
-            callbacks.append(Printer(self._describe_fit()))
+            named.append(("printer", Printer(self._describe_fit())))
         if self.checkpoint_dir is not None:
-            callbacks.append(_checkpoint.Checkpoint(self.checkpoint_dir))
-        return callbacks
+            named.append(("checkpoint",
+                          _checkpoint.Checkpoint(self.checkpoint_dir)))
+        named += self._user_callbacks()
+        return ([e for e in named if not e[1].wants_checkpoint]
+                + [e for e in named if e[1].wants_checkpoint])
+
+    def _user_callbacks(self):
+        """``callbacks``'s entries, named, their routed arguments set
+        (checked by ``_validate_params`` before any task)."""
+        named = _named.name_callbacks(self.callbacks, _named.DEFAULTS,
+                                      type(self).__name__)
+        _named.apply_routed(_named.routed_params(self._extra_params), named)
+        return named
+
+    def _checkpoint_dirname(self):
+        """Where ``fit(resume=True)`` looks: ``checkpoint_dir``, else the
+        directory of the first Checkpoint callback."""
+        if self.checkpoint_dir is not None or not isinstance(
+                self.callbacks, (list, tuple)):
+            return self.checkpoint_dir
+        for entry in self.callbacks:
+            cb = entry[1] if isinstance(entry, tuple) else entry
+            if isinstance(cb, _checkpoint.Checkpoint):
+                return cb.dirname
+        return None
 
     def _announce_start(self):
         """With ``verbose``, say so before the first task starts a pool."""
@@ -254,21 +297,18 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 f"cannot train on batches of one row. Got 1 instead.")
 
     def _finish(self, final_model, carry):
-        """Fetch the final model (the one weight transfer of ``fit``)."""
-        names = [k for k, v in carry.items() if v is not None]
-        values = runtime.wait_on(final_model, [carry[k] for k in names])
-        state, carried = values[0], dict(zip(names, values[1]))
-        _fitted.finish(self, state, carried.pop("optimizer_states", None),
-                       carried)
+        """Fetch the final model and what the strategy carries (a
+        :class:`Carry`): the one weight transfer of ``fit``."""
+        names = list(carry.state)
+        state, optims, values = runtime.wait_on(
+            final_model, carry.optimizer_states or [],
+            [carry.state[k] for k in names])
+        _fitted.finish(self, state, optims if carry.optimizer_states
+                       is not None else None, dict(zip(names, values)))
 
 
 def _shuffle(x, y, seed):
-    return _data().shuffle(x, y, random_state=seed)
-
-
-def _data():
-    import dislib_nn.data as data
-    return data
+    return shuffle(x, y, random_state=seed)
 
 
 class SyncEpochAveragingBase(EpochAveragingBase):

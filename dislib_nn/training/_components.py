@@ -3,8 +3,9 @@
 As in skorch, components are given as classes (or, for ``module`` and
 ``criterion``, instances that are deep-copied) and their arguments as
 prefixed keywords: ``module__hidden=64``, ``optimizer__momentum=0.9``,
-``criterion__weight=w``, ``lr_schedule__T_max=50``. :class:`Components`
-is the picklable recipe a training task builds them from.
+``criterion__weight=w``, ``lr_schedule__T_max=50``,
+``outer_optimizer__lr=0.7``. :class:`Components` is the picklable recipe
+a training or merge task builds them from.
 """
 
 import copy
@@ -19,7 +20,8 @@ from dislib_nn.training.callbacks._schedule import is_scheduler_class
 __all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
            "check_arguments", "inferable_arguments", "first_float_dtype"]
 
-PREFIXES = ("module", "criterion", "optimizer", "lr_schedule")
+PREFIXES = ("module", "criterion", "optimizer", "lr_schedule",
+            "outer_optimizer")
 
 # Arguments fit fills in from the data when the module class accepts them
 # and the user did not give them (scikeras does the same with ``meta``).
@@ -41,16 +43,24 @@ class Components:
         ``optimizer(params, lr=lr, **optimizer_kwargs)`` returns a
         ``torch.optim.Optimizer``.
     optimizer_kwargs : dict
+    outer_optimizer : callable or None, default=None
+        ``outer_optimizer(params, **outer_optimizer_kwargs)`` returns the
+        ``torch.optim.Optimizer`` of the outer step on the averaged
+        update (see :mod:`dislib_nn.training.merge._outer`).
+    outer_optimizer_kwargs : dict, default=None
     """
 
     def __init__(self, module, module_kwargs, criterion, criterion_kwargs,
-                 optimizer, optimizer_kwargs):
+                 optimizer, optimizer_kwargs, outer_optimizer=None,
+                 outer_optimizer_kwargs=None):
         self.module = module
         self.module_kwargs = dict(module_kwargs)
         self.criterion = criterion
         self.criterion_kwargs = dict(criterion_kwargs)
         self.optimizer = optimizer
         self.optimizer_kwargs = dict(optimizer_kwargs)
+        self.outer_optimizer = outer_optimizer
+        self.outer_optimizer_kwargs = dict(outer_optimizer_kwargs or {})
 
     def __reduce__(self):
         # A class (or instance, or optimizer factory) from the user's
@@ -77,6 +87,18 @@ class Components:
                 f"lr={lr!r}{_describe('optimizer', self.optimizer_kwargs)}: "
                 f"{exc}") from exc
 
+    def build_outer_optimizer(self, params):
+        """The outer optimizer on the global parameters ``params``."""
+        try:
+            return self.outer_optimizer(params,
+                                        **self.outer_optimizer_kwargs)
+        except TypeError as exc:
+            given = _describe("outer_optimizer",
+                              self.outer_optimizer_kwargs, first=True)
+            raise TypeError(
+                f"outer_optimizer {_name(self.outer_optimizer)} could not "
+                f"be built{given}: {exc}") from exc
+
 
 def _rebuild(state):
     recipe = Components.__new__(Components)
@@ -94,29 +116,34 @@ def split_prefixed(params):
     return out
 
 
-def check_keywords(keys, valid, caller, error):
+def check_keywords(keys, valid, caller, error, more_prefixes=()):
     """Raise ``error`` for the first key neither valid nor prefixed.
 
     The message suggests the closest valid name or prefix ("did you
-    mean"), as skorch does for mistyped prefixes.
+    mean"), as skorch does for mistyped prefixes. ``more_prefixes``
+    (``"callbacks"``) are let through too, checked by their owners.
     """
+    prefixes = tuple(PREFIXES) + tuple(more_prefixes)
     for key in keys:
         prefix, sep, arg = key.partition("__")
-        if key in valid or (sep and prefix in PREFIXES and arg):
+        if key in valid or (sep and prefix in prefixes and arg):
             continue
-        if sep and prefix in PREFIXES:
+        if sep and prefix in prefixes:
             raise error(
                 f"{caller} got a parameter {key!r} that names no argument "
                 f"of {prefix}: write {prefix}__<argument>=value.")
         if sep:
-            close = difflib.get_close_matches(prefix, PREFIXES, n=1)
+            close = difflib.get_close_matches(prefix, prefixes, n=1)
             hint = (f" Did you mean '{close[0]}__{arg}'?" if close else "")
+            others = "".join(f" {p}__<name>__<argument> sets a {p[:-1]} "
+                             f"argument." for p in more_prefixes)
             raise error(
                 f"{caller} got an unknown parameter {key!r}: "
                 f"'{prefix}__' is not a component prefix; the prefixes "
-                f"are {', '.join(p + '__' for p in PREFIXES)}.{hint}")
+                f"are {', '.join(p + '__' for p in PREFIXES)}.{hint}"
+                f"{others}")
         close = difflib.get_close_matches(
-            key, list(valid) + [p + "__" for p in PREFIXES], n=1)
+            key, list(valid) + [p + "__" for p in prefixes], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise error(f"{caller} got an unknown parameter {key!r}.{hint}")
 
@@ -136,7 +163,8 @@ def check_arguments(specs, prefixed, caller, error):
     ----------
     specs : dict
         Prefix to component: the module, the criterion (its default
-        included), the optimizer and the lr_schedule.
+        included), the optimizer, the lr_schedule and the
+        outer_optimizer.
     prefixed : dict
         :func:`split_prefixed` of the estimator's parameters.
     caller : str
@@ -152,6 +180,12 @@ def check_arguments(specs, prefixed, caller, error):
         if prefix in ("module", "criterion") and \
                 isinstance(spec, torch.nn.Module):
             raise error(_instance_message(prefix, spec, kwargs))
+        if prefix == "outer_optimizer" and spec is None:
+            raise error(
+                f"outer_optimizer__ arguments ({', '.join(sorted(kwargs))}) "
+                f"were given, but outer_optimizer is None. Pass the "
+                f"optimizer class too, e.g. "
+                f"outer_optimizer=torch.optim.SGD.")
         if prefix == "lr_schedule" and not is_scheduler_class(spec):
             raise error(
                 f"lr_schedule__ arguments ({', '.join(sorted(kwargs))}) "
@@ -164,10 +198,12 @@ def check_arguments(specs, prefixed, caller, error):
                 f"parameter (every epoch's rate, schedules included, is "
                 f"sent to the optimizers). Pass lr={kwargs['lr']!r} "
                 f"instead.")
-        # The optimizer and the scheduler get their first argument (the
-        # parameters, the optimizer) and the optimizer its lr from fit.
+        # The optimizers and the scheduler get their first argument (the
+        # parameters, the optimizer) and the optimizer its lr from fit
+        # (the outer optimizer's lr is an outer_optimizer__ argument).
         accepted = _keyword_arguments(
-            spec, skip_first=prefix in ("optimizer", "lr_schedule"),
+            spec, skip_first=prefix in ("optimizer", "lr_schedule",
+                                        "outer_optimizer"),
             reserved=("lr",) if prefix == "optimizer" else ())
         if accepted is None:
             continue

@@ -96,10 +96,21 @@ _PARAMETERS = """
         moments) across epochs: kept per worker, reset every epoch (as
         the paper's code did), or averaged with the weights.
     outer_lr : float, default=1.0
-        Server learning rate on the averaged update (FedAvgM, DiLoCo).
+        Server learning rate on the averaged update (FedAvgM), with
+        ``outer_optimizer=None`` only.
     outer_momentum : float, default=0.0
-        Server momentum on the averaged update. The defaults give plain
+        Server momentum on the averaged update, with
+        ``outer_optimizer=None`` only. The defaults give plain
         averaging.
+    outer_optimizer : callable or None, default=None
+        A ``torch.optim`` optimizer class (or factory) that steps the
+        global parameters on the pseudo-gradient ``previous - average``
+        after every merge, built as ``outer_optimizer(params,
+        **outer_optimizer__*)`` (DiLoCo: ``torch.optim.SGD`` with
+        ``outer_optimizer__lr=0.7``, ``outer_optimizer__momentum=0.9``,
+        ``outer_optimizer__nesterov=True``). Its state carries over
+        fits, checkpoints and ``save``. The asynchronous estimators take
+        the delayed outer step of Async Local-SGD (docs/strategies.md).
     validation_fraction : float, default=0.0
         Fraction of each block held out to compute ``valid_loss`` and
         ``valid_score`` after every merge.
@@ -108,7 +119,8 @@ _PARAMETERS = """
     early_stopping : bool, default=False
         Stop when the validation loss (the training loss, without
         validation) has not improved for ``patience`` merges, and keep
-        the best model.
+        the best model: the shortcut for the default callback
+        ``EarlyStopping(patience=patience)`` (docs/callbacks.md).
     patience : int, default=5
     device : str or torch.device, default="auto"
         Where training tasks run: ``"auto"`` takes a GPU when the task
@@ -132,9 +144,18 @@ _PARAMETERS = """
         docs/strategies.md).
     checkpoint_dir : str, os.PathLike or None, default=None
         Write a checkpoint there after every merge (model, optimizer
-        states, outer momentum, epoch, seed, parameters, ``history_``),
+        states, outer step's state, epoch, seed, parameters,
+        ``history_``),
         atomically; ``fit(X, y, resume=True)`` continues from it. See
-        docs/estimators.md.
+        docs/estimators.md. The shortcut for the default callback
+        ``Checkpoint(checkpoint_dir)``.
+    callbacks : list or None, default=None
+        ``dislib_nn.callbacks.Callback`` instances or ``(name, instance)``
+        pairs, run on the master after the default ones (failure policy,
+        learning rate, history, early stopping, printer, checkpoint);
+        unnamed ones are named after their class. Their arguments are
+        parameters: ``set_params(callbacks__NAME__ARG=value)``. See
+        docs/callbacks.md.
     on_failure : {{"retry", "skip", "raise"}}, default="retry"
         What to do with a worker whose epoch raised or diverged (NaN or
         infinite loss, weights or optimizer state; never merged).

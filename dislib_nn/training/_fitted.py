@@ -35,14 +35,16 @@ PUBLIC = ("module_", "history_", "n_epochs_", "classes_", "n_features_in_",
 #: The private ones: the base seed (:mod:`._seeds`), the sizes filled in
 #: for the module, the sample shape, the targets' dimensions (regressors),
 #: the output adapter, and what the strategy carries to the next fit
-#: besides the optimizer states (the outer momentum buffer).
+#: besides the optimizer states (``Carry.state``: the outer momentum
+#: buffer, the outer optimizer's state...).
 PRIVATE = ("_seed", "_inferred", "_sample_shape", "_y_ndim", "_output",
            "_carried")
 ATTRIBUTES = PUBLIC + PRIVATE
 #: What ``save`` does not write as attributes: the module goes as its
-#: ``state_dict``, the adapter is derived again at ``load``, and what only
-#: training continues from (optimizer states, momentum) is left out.
-_NOT_IN_FILE = ("module_", "_output", "optimizer_states_", "_carried")
+#: ``state_dict`` and the adapter is derived again at ``load``. What the
+#: strategy carries (optimizer states, ``_carried``) is written, so that
+#: a loaded estimator trains on as the one saved would.
+_NOT_IN_FILE = ("module_", "_output")
 
 
 # ------------------------------------------------------------------ fit
@@ -98,14 +100,15 @@ def finish(est, state, optimizer_states, carried):
     est._carried = dict(carried)
 
 
-def resume(est, model, n_epochs, history, optimizer_states, velocity):
-    """Continue from a checkpoint (after :func:`start` built the model)."""
+def resume(est, model, n_epochs, history, optimizer_states, carried):
+    """Continue from a checkpoint (after :func:`start` built the model):
+    its model, epoch count, history and what the strategy carried."""
     est.module_.load_state_dict(model)
     est.module_.eval()
     est.history_ = list(history)
     est.n_epochs_ = int(n_epochs)
     est.optimizer_states_ = optimizer_states
-    est._carried = {} if velocity is None else {"velocity": velocity}
+    est._carried = dict(carried or {})
 
 
 # ---------------------------------------------------------- save, load
@@ -116,8 +119,9 @@ def for_file(est):
 
 
 def loaded(est, attributes, module):
-    """Fitted from a file: its attributes and ``module`` with the saved
-    weights in it; no optimizer state (training continues afresh)."""
+    """Fitted from a file: its attributes (what the strategy carries
+    included; none in a file written before it was saved) and ``module``
+    with the saved weights in it."""
     _forget(est)
     for name, value in attributes.items():
         if name in ATTRIBUTES and name not in _NOT_IN_FILE:
@@ -126,8 +130,8 @@ def loaded(est, attributes, module):
         est.history_ = []
     est.module_ = module.cpu().eval()
     est._output = _adapter(est)
-    est.optimizer_states_ = None
-    est._carried = {}
+    est.optimizer_states_ = attributes.get("optimizer_states_")
+    est._carried = dict(attributes.get("_carried") or {})
 
 
 # ------------------------------------------------------------- failures

@@ -123,6 +123,20 @@ class Callable:
         return self.what
 
 
+class CallbackList:
+    """A list of callbacks, each an instance or a ``(name, instance)``
+    pair (see :mod:`dislib_nn.callbacks`). Only the container is checked
+    here; :func:`dislib_nn.training.callbacks._named.check_callbacks`
+    checks each entry, naming it."""
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, (list, tuple))
+
+    def __str__(self):
+        return ("a list of dislib_nn.callbacks.Callback instances or "
+                "(name, instance) pairs")
+
+
 class ModuleSpec:
     """A ``torch.nn.Module`` subclass or an instance of one."""
 

@@ -25,6 +25,9 @@ from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
 from dislib_nn.training._components import (PREFIXES, check_arguments,
                                             check_keywords, split_prefixed)
+from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
+                                                 check_callbacks,
+                                                 name_callbacks)
 from dislib_nn.training.strategies._dealing import SHUFFLE_MODES
 
 __all__ = ["ParamsMixin"]
@@ -73,6 +76,10 @@ class ParamsMixin:
         "accumulate_grad_batches": [p.Interval(_INT, 1, None)],
         # After "device": fp16 is checked against the tasks' device.
         "precision": [p.Precision()],
+        "callbacks": [p.NoneValue(), p.CallbackList()],
+        "outer_optimizer": [p.NoneValue(), p.Callable(
+            "a torch.optim.Optimizer subclass or a callable returning "
+            "one")],
     }
 
     def __init__(self, *, module=None, criterion=None,
@@ -85,7 +92,8 @@ class ParamsMixin:
                  warm_start=False, balance=False, checkpoint_dir=None,
                  on_failure="retry", max_retries=2, grad_clip_norm=None,
                  grad_clip_value=None, accumulate_grad_batches=1,
-                 precision="fp32", **kwargs):
+                 precision="fp32", callbacks=None, outer_optimizer=None,
+                 **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -115,16 +123,30 @@ class ParamsMixin:
         self.grad_clip_value = grad_clip_value
         self.accumulate_grad_batches = accumulate_grad_batches
         self.precision = precision
+        self.callbacks = callbacks
+        self.outer_optimizer = outer_optimizer
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
 
     # ------------------------------------------------------------ params
     def get_params(self, deep=True):
-        """Parameters, the prefixed component arguments included."""
+        """Parameters, the prefixed component arguments included; with
+        ``deep``, each callback's as ``callbacks__NAME__arg`` too."""
         params = super().get_params(deep=deep)
+        if deep:
+            params.update(self._callback_params())
         params.update(self._extra_params)
         return params
+
+    def _callback_params(self):
+        try:
+            named = name_callbacks(self.callbacks, DEFAULTS,
+                                   type(self).__name__)
+            return {f"{PREFIX}__{name}__{k}": v for name, cb in named
+                    for k, v in cb.get_params(deep=False).items()}
+        except (InvalidParameterError, TypeError):
+            return {}       # fit says what is wrong
 
     def set_params(self, **params):
         """Set parameters, prefixed component arguments included.
@@ -148,14 +170,15 @@ class ParamsMixin:
     def _validate_params(self):
         name = type(self).__name__
         check_keywords(self._extra_params, self._get_param_names(), name,
-                       InvalidParameterError)
+                       InvalidParameterError, more_prefixes=(PREFIX,))
         p.validate(self._parameter_constraints,
                    self.get_params(deep=False), name)
         check_arguments(
             {"module": self.module, "criterion": self.criterion
              if self.criterion is not None
              else self._targets.default_criterion,
-             "optimizer": self.optimizer, "lr_schedule": self.lr_schedule},
+             "optimizer": self.optimizer, "lr_schedule": self.lr_schedule,
+             "outer_optimizer": self.outer_optimizer},
             split_prefixed(self._prefixed_params()), name,
             InvalidParameterError)
         if self.validation_fraction and self.validation_data is not None:
@@ -163,11 +186,25 @@ class ParamsMixin:
                 f"{name} takes validation_fraction or validation_data, not "
                 f"both. Got validation_fraction="
                 f"{self.validation_fraction!r} and validation_data.")
+        if self.outer_optimizer is not None and (
+                self.outer_lr != 1.0 or self.outer_momentum != 0.0):
+            outer = getattr(self.outer_optimizer, "__qualname__",
+                            self.outer_optimizer)
+            raise InvalidParameterError(
+                f"{name} takes outer_optimizer or outer_lr / "
+                f"outer_momentum, not both: outer_lr and outer_momentum "
+                f"are the outer step of outer_optimizer=None; give the "
+                f"outer optimizer's own as outer_optimizer__lr and "
+                f"outer_optimizer__momentum. Got outer_optimizer="
+                f"{outer}, "
+                f"outer_lr={self.outer_lr!r} and outer_momentum="
+                f"{self.outer_momentum!r}.")
         if self.balance and self.shuffle == "none":
             raise InvalidParameterError(
                 f"{name} takes balance=True only with shuffle='global' or "
                 f"'local': with shuffle='none' each worker keeps its own "
                 f"blocks. Got balance=True and shuffle='none'.")
+        check_callbacks(self.callbacks, self._extra_params, name)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

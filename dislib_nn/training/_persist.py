@@ -1,11 +1,12 @@
 """Saving a fitted estimator and loading it; pickling an estimator.
 
 A file written by ``save`` holds the estimator's parameters, the fitted
-attributes that ``predict`` and ``score`` need (classes, input shape,
-feature names, history; see :func:`._fitted.for_file`) and the module's
-``state_dict``, as CPU tensors; not the optimizer states or anything of
-the training data. It is written with ``torch.save`` to a temporary file,
-then renamed, so a crash never leaves a torn file.
+attributes (classes, input shape, feature names, history, and what the
+strategy carries to the next fit: the optimizer states and the outer
+step's state; see :func:`._fitted.for_file`) and the module's
+``state_dict``, as CPU tensors; nothing of the training data. It is
+written with ``torch.save`` to a temporary file, then renamed, so a
+crash never leaves a torn file.
 
 Parameters and attributes are pickled with cloudpickle, as is the state
 of a pickled estimator (:func:`reduce_estimator`): a class or function
@@ -46,9 +47,10 @@ class PersistMixin:
     def save(self, path):
         """Write the fitted model's weights and parameters to ``path``.
 
-        The file holds the parameters, the fitted attributes ``predict``
-        needs and the module's ``state_dict`` as CPU tensors (not the
-        optimizer states nor any training data); see :meth:`load`. A
+        The file holds the parameters, the fitted attributes (the
+        optimizer states and the outer optimizer's state included) and
+        the module's ``state_dict`` as CPU tensors (no training data);
+        see :meth:`load`. A
         module class defined in ``__main__`` (a script, a notebook) is
         stored by value: the file loads where it is not defined.
         """
@@ -63,7 +65,8 @@ class PersistMixin:
         is refused with an error naming the keys that differ; a class
         whose module cannot be imported here, with an ImportError naming
         both. The loaded estimator predicts, and trains on with
-        ``partial_fit`` or ``warm_start`` (with fresh optimizer states).
+        ``partial_fit`` or ``warm_start`` from the optimizer states and
+        outer state it was saved with.
         The file is unpickled: load only files you trust.
         """
         return load_estimator(self, path, self._module_for_load)

@@ -85,7 +85,7 @@ def test_nothing_the_library_made_stays_with_compss(data_reports):
 @pytest.mark.parametrize("case", [
     "classifier/default", "classifier/average",
     "regressor/default", "regressor/average", "regressor/checkpoint",
-    "regressor/step"])
+    "regressor/step", "regressor/schedule", "classifier/outer"])
 def test_fit_predict_score_under_compss_match_the_local_backend(
         fit_reports, case):
     local, compss = fit_reports
@@ -105,6 +105,8 @@ def test_fit_predict_score_under_compss_match_the_local_backend(
     assert got["score"] == pytest.approx(expected["score"], rel=1e-6)
     if case == "regressor/step":        # 60 rows a replica, batches of 16
         assert got["n_merges"] == expected["n_merges"] == 4
+    if case == "regressor/schedule":
+        assert got["n_merges"] == expected["n_merges"] == [2, 2]
     if case.endswith("/default"):
         assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
 
@@ -150,6 +152,14 @@ def test_asynchronous_with_no_lag_is_synchronous_under_compss(fit_reports,
         lag0 = run[f"async-{kind}/lag0"]["weights"]
         sync = run[f"{kind}/default"]["weights"]
         for key, value in sync.items():
+            assert lag0[key] == pytest.approx(value, rel=1e-5, abs=1e-5)
+
+
+def test_the_delayed_outer_step_with_no_lag_is_the_synchronous_one(
+        fit_reports):
+    for run in fit_reports:
+        lag0 = run["async-classifier/lag0-outer"]["weights"]
+        for key, value in run["classifier/outer"]["weights"].items():
             assert lag0[key] == pytest.approx(value, rel=1e-5, abs=1e-5)
 
 

@@ -247,7 +247,8 @@ PREFIXED_MISTAKES = {
     "module_prefix": (
         {"modul__hidden": 3},
         r"'modul__' is not a component prefix; the prefixes are module__, "
-        r"criterion__, optimizer__, lr_schedule__\. Did you mean "
+        r"criterion__, optimizer__, lr_schedule__, outer_optimizer__\. "
+        r"Did you mean "
         r"'module__hidden'\?"),
     "optimizer_prefix": (
         {"optimiser__momentum": 0.9},

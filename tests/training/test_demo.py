@@ -17,4 +17,8 @@ def test_demo_prints_epochs_and_both_accuracies(capsys):
     assert "epoch   1/2" in out and "epoch   2/2" in out
     assert "dislib_nn, 2 workers, epoch averaging" in out
     assert "plain PyTorch, 1 process" in out
-    assert 0.5 < ours <= 1 and 0.5 < theirs <= 1
+    # ``theirs``: the demo's plain PyTorch loop, from the same initial
+    # weights, epochs, batch and rate. Two workers averaged after each of
+    # two epochs trail it a little (0.92 against 0.98 here); a model that
+    # learned nothing scores 0.1.
+    assert abs(ours - theirs) <= 0.1

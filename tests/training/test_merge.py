@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from dislib_nn.training.merge import _sums
+from dislib_nn.training.merge import _outer, _sums
 
 
 def _net(seed):
@@ -129,7 +129,7 @@ def test_outer_step_defaults_are_plain_averaging():
     prev, avg = _net(0), _net(1)
     keys = [k for k, v in prev.items() if v.is_floating_point()
             and "running" not in k]
-    state, velocity = _sums.outer_step(prev, avg, None, 1.0, 0.0, keys)
+    state, velocity = _outer.momentum_step(prev, avg, None, 1.0, 0.0, keys)
     _assert_states_close(state, avg)
     assert velocity is None
 
@@ -137,13 +137,13 @@ def test_outer_step_defaults_are_plain_averaging():
 def test_outer_step_heavy_ball_momentum():
     prev = {"w": torch.tensor([0.0]), "bn.running_var": torch.tensor([1.0])}
     avg = {"w": torch.tensor([1.0]), "bn.running_var": torch.tensor([0.5])}
-    state, v = _sums.outer_step(prev, avg, None, 2.0, 0.5, ["w"])
+    state, v = _outer.momentum_step(prev, avg, None, 2.0, 0.5, ["w"])
     assert state["w"].item() == 2.0          # 0 + 2 * (1 - 0)
     assert state["bn.running_var"].item() == 0.5   # buffers: plain mean
-    state2, v2 = _sums.outer_step(state, {"w": torch.tensor([2.5]),
-                                           "bn.running_var": avg[
-                                               "bn.running_var"]},
-                                   v, 2.0, 0.5, ["w"])
+    state2, v2 = _outer.momentum_step(
+        state, {"w": torch.tensor([2.5]),
+                "bn.running_var": avg["bn.running_var"]},
+        v, 2.0, 0.5, ["w"])
     # v = 0.5 * 1 + (2.5 - 2) = 1.0; w = 2 + 2 * 1.0
     assert v2["w"].item() == 1.0
     assert state2["w"].item() == 4.0

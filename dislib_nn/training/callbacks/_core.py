@@ -1,39 +1,30 @@
-"""The epoch loop's callbacks: history, schedule, early stopping, printing.
+"""The callbacks' base class, and the built-ins every fit runs.
 
-The loop (:func:`dislib_nn.training._epoch_loop.run_epochs`) calls every
-callback of its list, in order, at four points:
+A callback is an object whose hooks the epoch loop
+(:func:`dislib_nn.training._epoch_loop.run_epochs`) calls on the master,
+in the order of the fit's list (see :class:`Callback`). The estimator
+builds the list from its parameters (these defaults, in this order):
 
-``on_fit_begin(loop)``
-    before the first epoch is submitted;
-``on_epoch_begin(loop, epoch)``
-    before epoch ``epoch`` (0-based, counted across fits) is submitted;
-    may set ``loop.lr``, the learning rate every worker gets;
-``on_epoch_end(loop, record, handle)``
-    once the epoch's scalars were read (one or more epochs later: see
-    ``needs_current_epoch``). ``record`` is the epoch's history dict, to
-    read or add keys to; ``handle.model`` is the future of the model
-    after the epoch (merged epochs, when some callback ``wants_model``).
-    Return True to stop after this epoch;
-``on_fit_end(loop)``
-    after the last epoch was read; may set ``loop.final_model`` to the
-    future of the model the fit should keep.
-``waiting(loop, handle)``
-    a context manager the loop enters while it waits for the scalars of
-    ``handle``'s epoch (the printer's progress line on a terminal).
+``failure_policy`` (:class:`FailurePolicy`)
+    ``on_failure``: warn about, or stop on, workers that failed;
+``learning_rate`` (:class:`LearningRate`)
+    ``lr`` and ``lr_schedule``: each epoch's rate;
+``history`` (:class:`History`)
+    appends each record to ``history_``;
+``early_stopping`` (:class:`~._early_stopping.EarlyStopping`)
+    with ``early_stopping=True`` (``patience``);
+``printer`` (:class:`Printer`)
+    with ``verbose``;
+``checkpoint`` (:class:`~._checkpoint.Checkpoint`)
+    with ``checkpoint_dir``;
 
-Class attributes say what a callback needs from the loop:
-``needs_current_epoch`` (the next epoch cannot be submitted before this
-one's record is read: early stopping, a plateau schedule) and
-``wants_model`` (the epoch's model future is needed: validation, early
-stopping) and ``wants_checkpoint`` (``handle.checkpoint``, the future of
-a copy of the merged model, optimizer states and momentum buffer, is
-needed: :class:`~._checkpoint.Checkpoint`).
-
-The ``loop`` object has the attributes ``estimator``, ``total`` (the
-epoch count the fit ends at), ``lr``, ``final_model`` and ``strategy``.
+then the ``callbacks=`` entries, in their order. Checkpoint callbacks
+run after all others (as Lightning orders them), so that a checkpoint
+holds every callback's state after the epoch.
 """
 
 import contextlib
+import inspect
 import sys
 
 from dislib_nn._user_warning import warn_user
@@ -43,32 +34,161 @@ from dislib_nn.training import _fitted
 from dislib_nn.training.callbacks._progress import Ticker
 
 __all__ = ["Callback", "FailurePolicy", "LearningRate", "History",
-           "EarlyStopping", "Printer", "format_record"]
+           "Printer", "format_record"]
 
 
 class Callback:
-    """Base class: every hook does nothing."""
+    """Base class of the callbacks: every hook does nothing.
+
+    Subclass it and override the hooks you need. They run on the master
+    (never in a task), so a callback class may live in a script's
+    ``__main__`` or a notebook, on every backend, and may print, write
+    files or keep any Python object.
+
+    Hooks, called in this order (``state`` is the fit's
+    :class:`~._records.FitState`):
+
+    ``on_fit_begin(state)``
+        Before the fit's first epoch is submitted.
+    ``on_epoch_begin(state, epoch)``
+        Before epoch ``epoch`` (0-based, counted across fits) is
+        submitted. May set ``state.lr``, the rate every worker trains
+        the epoch at.
+    ``on_merge(state, merge)``
+        For each merge of an epoch (a :class:`~._records.MergeRecord`),
+        once the master has read the epoch, before its ``on_epoch_end``.
+        Tasks report nothing until they end, so a merge is seen when its
+        epoch's scalars arrive, not as it happens.
+    ``on_epoch_end(state, record, handle)``
+        Once the epoch's scalars were read (an epoch later, unless some
+        callback has ``needs_current_epoch``). ``record`` is the epoch's
+        :class:`~._records.EpochRecord` (``history_`` holds its dict);
+        ``handle`` is the strategy's handle of the epoch (internal; use
+        ``record``). Return True, or set ``state.stop``, to stop the fit
+        after this epoch.
+    ``on_fit_end(state)``
+        After the last epoch was read. May set ``state.final_model`` to
+        the ``record.model`` of an earlier epoch: the model the fit
+        keeps.
+
+    Class attributes say what a callback needs from the loop:
+
+    ``needs_current_epoch`` : bool, default=False
+        Epoch ``e + 1`` is not submitted before ``on_epoch_end`` ran for
+        epoch ``e`` (so a stop takes effect at once; a schedule may use
+        the epoch's loss). Costs the overlap of reading and training.
+    ``wants_model`` : bool, default=False
+        ``record.model`` is set for merged epochs.
+    ``wants_checkpoint`` : bool, default=False
+        Internal: the epoch's checkpoint parts are copied (the
+        :class:`~._checkpoint.Checkpoint` callback).
+
+    A callback's constructor should store each argument under its own
+    name, as scikit-learn estimators do: :meth:`get_params` reads them
+    back, so that ``clone`` and ``set_params(callbacks__NAME__arg=...)``
+    work. What it learns during a fit is reset by :meth:`initialize`,
+    which the estimator calls before each fit; what a resumed fit needs
+    is :meth:`state_dict`, written into checkpoints.
+    """
 
     needs_current_epoch = False
     wants_model = False
     wants_checkpoint = False
 
-    def on_fit_begin(self, loop):
+    # ------------------------------------------------------ parameters
+    def initialize(self):
+        """Forget what an earlier fit left (called before each fit);
+        returns ``self``."""
+        return self
+
+    def get_params(self, deep=True):
+        """The constructor's arguments, read from the attributes of the
+        same names (and, for a constructor taking ``**kwargs``, the items
+        of the instance's ``kwargs`` dict, as ``LRScheduler`` keeps
+        them)."""
+        params = {}
+        for name in _init_arguments(type(self)):
+            try:
+                params[name] = getattr(self, name)
+            except AttributeError:
+                raise TypeError(
+                    f"{type(self).__name__}.__init__ takes {name!r}, but "
+                    f"the instance has no attribute {name!r}: store each "
+                    f"constructor argument under its own name, so that "
+                    f"get_params, set_params and clone can read it."
+                ) from None
+        params.update(self._kwargs())
+        return params
+
+    def set_params(self, **params):
+        """Set constructor arguments (``set_params(patience=3)``)."""
+        valid = _init_arguments(type(self))
+        kwargs = self._kwargs()
+        for name, value in params.items():
+            if name not in valid and name in kwargs:
+                self.kwargs[name] = value
+                continue
+            if name not in valid:
+                raise ValueError(
+                    f"{type(self).__name__} has no parameter {name!r}; its "
+                    f"parameters are {sorted(valid + list(kwargs))}.")
+            setattr(self, name, value)
+        return self
+
+    def _kwargs(self):
+        takes = any(p.kind == p.VAR_KEYWORD for p in inspect.signature(
+            type(self).__init__).parameters.values())
+        kwargs = vars(self).get("kwargs") if takes else None
+        return kwargs if isinstance(kwargs, dict) else {}
+
+    def state_dict(self):
+        """What a resumed fit needs to go on as if uninterrupted: plain
+        data (numbers, strings, None, lists, dicts, tensors). ``{}`` by
+        default; written into checkpoints after each checkpointed
+        epoch."""
+        return {}
+
+    def load_state_dict(self, state):
+        """Take back what :meth:`state_dict` returned (after
+        :meth:`initialize`, when a fit resumes from a checkpoint)."""
+
+    # ----------------------------------------------------------- hooks
+    def on_fit_begin(self, state):
         pass
 
-    def on_epoch_begin(self, loop, epoch):
+    def on_epoch_begin(self, state, epoch):
         pass
 
-    def on_epoch_end(self, loop, record, handle):
+    def on_merge(self, state, merge):
+        pass
+
+    def on_epoch_end(self, state, record, handle):
         return False
 
-    def on_fit_end(self, loop):
+    def on_fit_end(self, state):
         pass
 
-    def waiting(self, loop, handle):
+    def waiting(self, state, handle):
         """A context manager entered while the master waits for the
         scalars of ``handle``'s epoch (a progress display, say)."""
         return contextlib.nullcontext()
+
+    def __repr__(self):
+        try:
+            args = ", ".join(f"{k}={v!r}"
+                             for k, v in self.get_params().items())
+        except TypeError:
+            args = "..."
+        return f"{type(self).__name__}({args})"
+
+
+def _init_arguments(cls):
+    init = cls.__init__
+    if init is object.__init__:
+        return []
+    return [name for name, p in inspect.signature(init).parameters.items()
+            if name != "self" and p.kind not in (p.VAR_POSITIONAL,
+                                                 p.VAR_KEYWORD)]
 
 
 class FailurePolicy(Callback):
@@ -89,7 +209,7 @@ class FailurePolicy(Callback):
         self.on_failure = on_failure
         self.max_retries = max_retries
 
-    def on_epoch_end(self, loop, record, handle):
+    def on_epoch_end(self, state, record, handle):
         epoch = record["epoch"]
         errors = record.get("errors") or {}
         if errors and self.on_failure != "skip":
@@ -136,10 +256,10 @@ class LearningRate(Callback):
         self.schedule = schedule
         self.needs_current_epoch = schedule.needs_metric
 
-    def on_epoch_begin(self, loop, epoch):
-        loop.lr = self.schedule.lr_at(epoch)
+    def on_epoch_begin(self, state, epoch):
+        state.lr = self.schedule.lr_at(epoch)
 
-    def on_epoch_end(self, loop, record, handle):
+    def on_epoch_end(self, state, record, handle):
         self.schedule.observe(record)
         return False
 
@@ -147,39 +267,9 @@ class LearningRate(Callback):
 class History(Callback):
     """Appends each record to ``history_`` and counts ``n_epochs_``."""
 
-    def on_epoch_end(self, loop, record, handle):
-        _fitted.end_epoch(loop.estimator, record)
+    def on_epoch_end(self, state, record, handle):
+        _fitted.end_epoch(state.estimator, record.as_history())
         return False
-
-
-class EarlyStopping(Callback):
-    """Stops when the validation loss (else the training loss) has not
-    improved for ``patience`` merged epochs, and keeps the best model."""
-
-    needs_current_epoch = True
-    wants_model = True
-
-    def __init__(self, patience):
-        self.patience = patience
-        self.best_loss = None
-        self.best = None
-        self.bad = 0
-
-    def on_epoch_end(self, loop, record, handle):
-        if handle.model is None:
-            return False
-        loss = record["valid_loss"]
-        if loss is None:
-            loss = record["train_loss"]
-        if self.best_loss is None or loss < self.best_loss:
-            self.best_loss, self.best, self.bad = loss, handle.model, 0
-            return False
-        self.bad += 1
-        return self.bad >= self.patience
-
-    def on_fit_end(self, loop):
-        if self.best is not None:
-            loop.final_model = self.best
 
 
 class Printer(Callback):
@@ -194,17 +284,17 @@ class Printer(Callback):
     def _out(self):
         return self.stream if self.stream is not None else sys.stdout
 
-    def on_fit_begin(self, loop):
+    def on_fit_begin(self, state):
         print(self.describe, file=self._out(), flush=True)
 
-    def waiting(self, loop, handle):
-        history = loop.estimator.history_
+    def waiting(self, state, handle):
+        history = state.estimator.history_
         last = history[-1]["dur_s"] if history else None
         return Ticker(self._out(), f"epoch {handle.epoch + 1:>3}/"
-                                   f"{loop.total}", last)
+                                   f"{state.total}", last)
 
-    def on_epoch_end(self, loop, record, handle):
-        print(format_record(record, loop.total), file=self._out(),
+    def on_epoch_end(self, state, record, handle):
+        print(format_record(record, state.total), file=self._out(),
               flush=True)
         return False
 

@@ -26,11 +26,22 @@ starting from the model of the previous round (``max_lag=0``), ``tau``
 is 0 and the shares add up to 1, so the folds give exactly the
 sample-weighted average of the synchronous strategy.
 
-Outer learning rate and momentum (FedAvgM, DiLoCo) apply per merge:
+Outer learning rate and momentum (FedAvgM) apply per merge:
 ``step = weight * delta + (n / N) * momentum * velocity``, then
 ``global += outer_lr * step``; the steps of each round (``n_workers``
 merges) add up to the next round's ``velocity``. With ``max_lag=0``
 this is the synchronous server step.
+
+An outer optimizer (``FoldRules(outer_build=...)``) takes the delayed
+outer step of Async Local-SGD (Liu et al., arXiv 2401.09135): each merge
+moves the global parameters by the optimizer's learning rate times
+``weight * delta``, plain steps without momentum, and the round's steps
+are summed; after every ``n_workers`` merges those plain steps are
+replaced by the optimizer's one step on the round's summed update
+(:func:`._outer.delayed_optimizer_step`). Momentum thus sees each round
+once, as in the synchronous strategy, not each stale merge; with SGD
+and Nesterov momentum this is the paper's delayed Nesterov update, and
+with ``max_lag=0`` the synchronous strategy's outer optimizer step.
 
 Buffers (BatchNorm's running statistics) and averaged optimizer states
 do not take deltas: a stale worker's delta, added to a global value that
@@ -53,7 +64,7 @@ rows, whatever its own: share ``1 / P``, and ``N / P`` rows of progress
 
 import torch
 
-from dislib_nn.training.merge import _sums
+from dislib_nn.training.merge import _outer, _sums
 
 __all__ = ["staleness", "discount", "merge_weight", "replay",
            "FoldRules", "new_global", "fold", "snapshot_of"]
@@ -120,8 +131,14 @@ class FoldRules:
 
     def __init__(self, n_rows, n_workers, exponent, outer_lr,
                  outer_momentum, param_keys, average_optims,
-                 equal_shares=False):
+                 equal_shares=False, outer_build=None):
         self.equal_shares = bool(equal_shares)
+        # An outer optimizer: ``outer_build(params)`` builds it, and its
+        # learning rate is that of the plain steps between its steps.
+        self.outer_build = outer_build
+        if outer_build is not None:
+            outer_lr = _outer.outer_lr_of(outer_build)
+            outer_momentum = 0.0
         self.n_rows = int(n_rows)
         self.n_workers = int(n_workers)
         self.exponent = float(exponent)
@@ -139,18 +156,20 @@ class FoldRules:
 
     @property
     def plain(self):
-        return self.outer_lr == 1.0 and self.outer_momentum == 0.0
+        return self.outer_build is None and self.outer_lr == 1.0 \
+            and self.outer_momentum == 0.0
 
 
-def new_global(state, optim_state=None, velocity=None):
+def new_global(state, optim_state=None, velocity=None, outer_state=None):
     """The global model a fit starts from (a plain dict, changed by
-    :func:`fold` in place)."""
+    :func:`fold` in place); ``outer_state`` is the outer optimizer's
+    ``state_dict`` (None: a new one)."""
     flat, skeleton = {}, None
     if optim_state:
         flat, skeleton = _sums.flatten_optimizer_state(optim_state)
     return {"state": dict(state), "optim": flat, "skeleton": skeleton,
             "progress": 0, "merges": 0, "velocity": dict(velocity or {}),
-            "pending": {}, "round_weight": 0.0}
+            "pending": {}, "round_weight": 0.0, "outer": outer_state}
 
 
 def snapshot_of(glob):
@@ -202,14 +221,21 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
             state[key] = _add(value, weight, delta)
             continue
         step = weight * delta
-        if rules.outer_momentum and key in velocity:
-            step = step + share * rules.outer_momentum * velocity[key]
+        if rules.outer_build is None:
+            step = _outer.momentum_share(step, share, rules.outer_momentum,
+                                         velocity.get(key))
         pending[key] = step if key not in pending else pending[key] + step
         state[key] = _add(value, rules.outer_lr, step)
     glob["progress"] += n_samples if rules.equal_shares else int(n_samples)
     glob["merges"] += 1
     if glob["merges"] % rules.n_workers == 0:
-        if rules.outer_momentum:
+        if rules.outer_build is not None and pending:
+            params, glob["outer"] = _outer.delayed_optimizer_step(
+                state, pending, rules.outer_lr, glob.get("outer"),
+                rules.outer_build)
+            for key, value in params.items():
+                state[key] = value.to(state[key].dtype)
+        elif rules.outer_momentum:
             glob["velocity"] = pending
         glob["pending"] = {}
     if rules.average_optims and trained_optim is not None:

@@ -17,9 +17,9 @@ Every entry of the state dict is merged, parameters and buffers alike
 are called: no naming convention, bias-free layers and nested modules
 are fine.
 
-The server-side step of FedAvgM / DiLoCo (:func:`outer_step`) and the
-flattening that lets optimizer states be averaged with the same
-arithmetic (:func:`flatten_optimizer_state`) live here too.
+The flattening that lets optimizer states be averaged with the same
+arithmetic (:func:`flatten_optimizer_state`) lives here too; the outer
+step on the averaged update is :mod:`._outer`'s.
 """
 
 import collections
@@ -28,7 +28,7 @@ import numbers
 import torch
 
 __all__ = ["WeightedSum", "weighted", "combine", "mean", "weighted_mean",
-           "tree_reduce", "tree_depth", "outer_step",
+           "tree_reduce", "tree_depth",
            "flatten_optimizer_state", "unflatten_optimizer_state",
            "is_finite", "finite_sum", "mean_or_previous", "finite_mean"]
 
@@ -169,45 +169,6 @@ def tree_reduce(items, pair):
 def tree_depth(n):
     """Levels of merges :func:`tree_reduce` makes for ``n`` items."""
     return max(0, (int(n) - 1).bit_length())
-
-
-def outer_step(previous, averaged, velocity, lr, momentum, keys):
-    """The server step of FedAvgM and DiLoCo on the averaged update.
-
-    With ``delta = averaged - previous`` (the negative pseudo-gradient),
-    ``velocity = momentum * velocity + delta`` and the new global state is
-    ``previous + lr * velocity``. ``lr=1, momentum=0`` is plain averaging.
-    Only the entries in ``keys`` (the module's parameters) take the step;
-    buffers such as BatchNorm statistics take the plain average, which an
-    extrapolating step could push out of range (a negative variance).
-
-    Parameters
-    ----------
-    previous, averaged : mapping of str to tensor
-        The global state before the round, and the replicas' mean.
-    velocity : mapping of str to tensor or None
-        The momentum buffer of the round before (None in the first).
-    lr, momentum : float
-    keys : iterable of str
-
-    Returns
-    -------
-    state : collections.OrderedDict
-    velocity : dict or None
-        None when ``momentum`` is 0.
-    """
-    state = collections.OrderedDict(averaged)
-    new_velocity = {}
-    for key in keys:
-        old = previous[key]
-        if not (torch.is_tensor(old) and old.is_floating_point()):
-            continue
-        delta = averaged[key].to(old.dtype) - old
-        step = delta if velocity is None or key not in velocity \
-            else momentum * velocity[key] + delta
-        state[key] = old + lr * step
-        new_velocity[key] = step
-    return state, (new_velocity if momentum else None)
 
 
 def flatten_optimizer_state(state_dict):

@@ -2,13 +2,15 @@
 
 A strategy is one module behind the small interface of
 :mod:`._interface` (:class:`Strategy`, driven by the epoch loop with a
-:class:`FitSetup`, answering with :class:`EpochHandle` records):
+:class:`FitSetup`, answering with :class:`EpochHandle` records and
+carrying a :class:`Carry` from one fit to the next):
 :mod:`._sync` merges every replica together, :mod:`._async` folds each
 one in as it finishes. :mod:`._dealing` decides which blocks each
-worker trains on, :mod:`._lifetimes` when a future's data may be freed.
+worker trains on, :mod:`._lifetimes` when a future's data may be freed,
+:mod:`._replicas` the per-worker training loop both strategies share.
 """
 
-from dislib_nn.training.strategies._interface import (EpochHandle, FitSetup,
-                                                      Strategy)
+from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
+                                                      FitSetup, Strategy)
 
-__all__ = ["Strategy", "FitSetup", "EpochHandle"]
+__all__ = ["Strategy", "FitSetup", "EpochHandle", "Carry"]

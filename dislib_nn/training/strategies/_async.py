@@ -6,7 +6,8 @@ folds its update into the global model (:func:`dislib_nn.training.merge._stale.f
 the global model is the task's ``COMMUTATIVE`` argument, so merges run
 one at a time, in whatever order workers finish, and each returns the
 fresh global model this worker starts its next round from, without
-waiting for the others.
+waiting for the others. An ``outer_optimizer`` takes the delayed outer
+step of Async Local-SGD there (see :mod:`dislib_nn.training.merge._stale`).
 
 ``max_lag`` bounds how far ahead a worker may run, purely as task
 dependencies: worker ``w``'s round ``r`` starts from the freshest of its
@@ -26,9 +27,10 @@ from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
 from dislib_nn.training._param_validation import Interval, NoneValue
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.merge import _stale
-from dislib_nn.training.strategies._interface import (EpochHandle, Strategy,
-                                          measured_compute_s,
-                                          training_fields)
+from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
+                                                      Strategy)
+from dislib_nn.training.strategies._replicas import (read_training,
+                                                     submit_training)
 from dislib_nn.training.strategies._sync import merges_after
 
 __all__ = ["AsyncStrategy"]
@@ -47,7 +49,7 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     """
     record = _stale.fold(glob, start_state, start_info["progress"],
                                trained_state, n_samples, rules,
-                               trained_optim, finite=stat["finite"])
+                               trained_optim, finite=stat.finite)
     record.update(worker=worker, epoch=epoch)
     state, optim, info = _stale.snapshot_of(glob)
     return state, optim, info, record
@@ -67,12 +69,13 @@ def _freshest_state(states, infos):
     return states[best]
 
 
-@task(returns=3)
+@task(returns=4)
 def _global_parts(glob):
     """The global model at the end of the fit, its averaged optimizer
-    state (``{}`` when none) and its outer momentum buffer."""
+    state (``{}`` when none), its outer momentum buffer and its outer
+    optimizer's state (None when none)."""
     _, optim, _ = _stale.snapshot_of(glob)
-    return glob["state"], optim, glob["velocity"]
+    return glob["state"], optim, glob["velocity"], glob.get("outer")
 
 
 class AsyncStrategy(Strategy):
@@ -80,7 +83,9 @@ class AsyncStrategy(Strategy):
 
     What carries over to the next fit: each worker's optimizer state
     (``optimizer_state="keep"``) or the averaged one (``"average"``), and
-    the outer momentum buffer.
+    the outer step's state: the momentum buffer (``"velocity"``) and,
+    with an ``outer_optimizer``, its ``state_dict``
+    (``"outer_optimizer"``).
     """
 
     parameters = {"max_lag": 1, "staleness_exponent": 0.5}
@@ -98,12 +103,16 @@ class AsyncStrategy(Strategy):
         self.average = p["optimizer_state"] == "average"
         initial_optims = setup.initial_optims()
         start_optim = initial_optims[0] if self.average else None
+        carried = setup.carried.state
         self.glob = _stale.new_global(
-            setup.state, start_optim, setup.carried.get("velocity"))
+            setup.state, start_optim, carried.get("velocity"),
+            carried.get("outer_optimizer"))
+        outer = p["outer_optimizer"]
         self.rules = _stale.FoldRules(
             setup.data.n_rows, n, p["staleness_exponent"], p["outer_lr"],
             p["outer_momentum"], setup.param_keys, self.average,
-            equal_shares=p["balance"])
+            equal_shares=p["balance"], outer_build=None if outer is None
+            else setup.components.build_outer_optimizer)
         snapshot = (setup.state, start_optim, {"progress": 0})
         self.start = [snapshot] * n        # each worker's round start
         self.picked = [False] * n          # start made by _freshest
@@ -131,19 +140,17 @@ class AsyncStrategy(Strategy):
     def submit_epoch(self, epoch, lr, last, want_model):
         setup, p = self.setup, self.setup.params
         data, lifetimes = setup.data, setup.lifetimes
-        counts, stats = [], []
-        for w, (x_blocks, y_blocks) in enumerate(data.blocks(epoch)):
+        inputs = []
+        for w in range(setup.n_workers):
             if self.round_open[w]:
                 self._begin_round(w)
-                state_in = self.start[w][0]
-                optim_in = self.start[w][1] if self.average \
-                    else self.optims[w]
+                inputs.append((self.start[w][0], self.start[w][1]
+                               if self.average else self.optims[w]))
             else:
-                state_in = self.current[w]
-                optim_in = self.optims[w]
-            state, optim, count, stat = setup.train_task(
-                setup.components, state_in, optim_in, x_blocks, y_blocks,
-                setup.settings(epoch, w, lr))
+                inputs.append((self.current[w], self.optims[w]))
+        trained = submit_training(setup, data.blocks(epoch), inputs, epoch,
+                                  lr)
+        for w, (state_in, optim_in) in enumerate(inputs):
             if not self.round_open[w]:
                 # Mid-round: the previous epoch's outputs, read only here.
                 lifetimes.release(state_in, optim_in)
@@ -152,13 +159,9 @@ class AsyncStrategy(Strategy):
                 # to the snapshot, released with its round).
                 lifetimes.release(optim_in)
             self.round_open[w] = False
-            self.current[w] = state
-            if p["optimizer_state"] == "reset":
-                lifetimes.release(optim)
-                optim = None
-            self.optims[w] = optim
-            counts.append(count)
-            stats.append(stat)
+        self.current = list(trained.states)
+        self.optims = list(trained.optims)
+        counts, stats = trained.counts, trained.stats
         data.forget(epoch)
         if not last:
             data.prepare(epoch + 1)
@@ -171,9 +174,7 @@ class AsyncStrategy(Strategy):
 
     def read(self, handle, values):
         counts, stats, records = values
-        self.setup.data.throughput.observe(
-            counts, measured_compute_s(stats))
-        fields = training_fields(counts, stats)
+        fields = read_training(self.setup, counts, stats)
         fields["merges"] = [
             {"worker": int(r["worker"]), "index": int(r["index"]),
              "staleness": float(r["staleness"]),
@@ -184,31 +185,33 @@ class AsyncStrategy(Strategy):
         return self._global_parts()[0]
 
     def carry(self):
-        parts = self._global_parts()
-        optims = None
-        if self.setup.params["optimizer_state"] == "keep":
-            optims = list(self.optims)
-        elif self.average:
-            optims = [parts[1]]
-        return {"optimizer_states": optims, "velocity": parts[2]}
+        return self._carry(self._global_parts())
 
     def checkpoint_parts(self):
         """The global model after this round's merges. Reading it makes
         the next round's merges wait for all of this round's (training
         does not wait)."""
-        state, optim, velocity = _global_parts(self.glob)
+        parts = _global_parts(self.glob)
+        snapshot = _checkpoint.snapshot(parts[0], self._carry(parts))
+        self.setup.lifetimes.release(list(parts))
+        return snapshot
+
+    def _carry(self, parts):
+        """The :class:`Carry` of :func:`_global_parts`' futures."""
         optims = None
         if self.setup.params["optimizer_state"] == "keep":
             optims = list(self.optims)
         elif self.average:
-            optims = [optim]
-        parts = _checkpoint.snapshot(state, velocity, optims)
-        self.setup.lifetimes.release(state, optim, velocity)
-        return parts
+            optims = [parts[1]]
+        state = {"velocity": parts[2]}
+        if self.setup.params["outer_optimizer"] is not None:
+            state["outer_optimizer"] = parts[3]
+        return Carry(optims, state)
 
     def _global_parts(self):
         """Futures of the final global state, optimizer state, velocity
-        (one task reading the global model, submitted once)."""
+        and outer optimizer state (one task reading the global model,
+        submitted once)."""
         if self._parts is None:
             self._parts = _global_parts(self.glob)
         return self._parts

@@ -16,13 +16,19 @@ through four calls and knows nothing else about it:
     The future (or value) of the model the fit ends with.
 ``checkpoint_parts()``
     Right after a merged epoch was submitted: the future of one copy of
-    the global model, the optimizer states and the outer momentum
-    buffer the next epoch starts from (see :mod:`.callbacks._checkpoint`).
+    the global model and of what :meth:`Strategy.carry` would return
+    then (see :mod:`.callbacks._checkpoint`).
 ``carry()``
-    What the next ``fit`` (``warm_start``, ``partial_fit``) must start
-    from besides the model: a dict of futures or values, fetched with the
-    model in the fit's one transfer of weights, then handed back to the
-    next strategy as :attr:`FitSetup.carried`.
+    What the next ``fit`` (``warm_start``, ``partial_fit``, a resume, a
+    loaded file) must start from besides the model: a :class:`Carry`
+    of futures or values, fetched with the model in the fit's one
+    transfer of weights, then handed back to the next strategy as
+    :attr:`FitSetup.carried`. Checkpoints and ``save`` store it as it
+    is, so a strategy's own carried state needs no code elsewhere.
+
+What a training task reports is a :class:`~.tasks._report.TrainStats`;
+the loop that submits one training task per worker, and the history
+fields read from their reports, are :mod:`._replicas`'.
 
 A new strategy is one module with a :class:`Strategy` subclass (its
 parameters included) and its tasks; the estimator class names it in
@@ -33,8 +39,41 @@ from dislib_nn.training.tasks._precision import check_tasks_device
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
                                                   share_of_batches)
 
-__all__ = ["FitSetup", "EpochHandle", "Strategy", "training_fields",
-           "combine_shares", "measured_compute_s"]
+from dislib_nn.training.tasks._report import TrainStats
+
+__all__ = ["FitSetup", "EpochHandle", "Strategy", "Carry",
+           "training_fields", "combine_shares", "measured_compute_s"]
+
+
+class Carry:
+    """What a strategy carries from one fit to the next.
+
+    Parameters
+    ----------
+    optimizer_states : list or None, default=None
+        The optimizer states the next fit's workers start from: one per
+        worker (``optimizer_state="keep"``), one averaged state
+        (``"average"``), or None (``"reset"``, or a new model). The
+        estimator shows them as ``optimizer_states_``.
+    state : dict, default=None
+        The strategy's own carried state, name -> plain data (state
+        dicts, tensors, numbers; futures while a fit runs): the outer
+        momentum buffer ``"velocity"``, the outer optimizer's state
+        ``"outer_optimizer"``... Only the strategy reads it; checkpoints
+        and saved files store it whole. Entries that are None are left
+        out.
+    """
+
+    __slots__ = ("optimizer_states", "state")
+
+    def __init__(self, optimizer_states=None, state=None):
+        self.optimizer_states = optimizer_states
+        self.state = {k: v for k, v in (state or {}).items()
+                      if v is not None}
+
+    def __repr__(self):
+        return (f"Carry(optimizer_states={self.optimizer_states!r}, "
+                f"state keys={sorted(self.state)})")
 
 
 class FitSetup:
@@ -47,9 +86,9 @@ class FitSetup:
         The blocks of each worker, epoch by epoch.
     state : dict
         The model's ``state_dict`` the fit starts from.
-    carried : dict
+    carried : Carry
         What the previous fit's :meth:`Strategy.carry` returned (values),
-        or ``{}`` for a new model.
+        or an empty :class:`Carry` for a new model.
     params : dict
         The estimator's parameters (``batch_size``, ``optimizer_state``,
         ``outer_lr``, ...), as given.
@@ -114,9 +153,9 @@ class FitSetup:
         return max(1, max(self._steps(n) for n in self.data.rows(epoch)))
 
     def _steps(self, rows):
-        b = self.params["batch_size"]
-        k = self.params["accumulate_grad_batches"]
-        return -(-(-(-rows // b)) // k)
+        """Optimizer steps of a worker with ``rows`` rows in an epoch."""
+        batches = -(-rows // self.params["batch_size"])
+        return -(-batches // self.params["accumulate_grad_batches"])
 
     def first_step(self, epoch, worker, share=None):
         """The global optimizer step of a task's first step: ``epoch *
@@ -163,7 +202,7 @@ class FitSetup:
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""
-        states = self.carried.get("optimizer_states") or [None]
+        states = self.carried.optimizer_states or [None]
         return [states[w % len(states)] for w in range(self.n_workers)]
 
 
@@ -245,27 +284,28 @@ def training_fields(counts, stats):
     """History fields every strategy reports from its training tasks.
 
     ``counts`` and ``stats`` are the resolved third and fourth results of
-    the epoch's training tasks, one per worker. ``train_loss`` is over the
+    the epoch's training tasks (sample counts, :class:`TrainStats`), one
+    per worker. ``train_loss`` is over the
     replicas that were merged. ``diverged``, ``skipped`` and ``retried``
     list workers: a replica that was not finite, one whose training
     raised (``errors`` says what it raised, ``tracebacks`` where), one
     whose epoch ran more than once. A policy other than ``"skip"`` stops
     the fit on a raised epoch (the ``FailurePolicy`` callback).
     """
-    merged = [s["finite"] for s in stats]
+    merged = [s.finite for s in stats]
     total = sum(n for n, ok in zip(counts, merged) if ok)
-    loss = sum(s["loss_sum"] for s, ok in zip(stats, merged) if ok)
-    skipped = [w for w, s in enumerate(stats) if s["error"] is not None]
+    loss = sum(s.loss_sum for s, ok in zip(stats, merged) if ok)
+    skipped = [w for w, s in enumerate(stats) if s.error is not None]
     return {"train_loss": float(loss / total) if total else float("nan"),
             "diverged": [w for w, s in enumerate(stats)
-                         if not s["finite"] and s["error"] is None],
+                         if not s.finite and s.error is None],
             "skipped": skipped,
-            "errors": {w: stats[w]["error"] for w in skipped},
-            "tracebacks": {w: stats[w]["traceback"] for w in skipped},
-            "retried": [w for w, s in enumerate(stats) if s["runs"] > 1],
+            "errors": {w: stats[w].error for w in skipped},
+            "tracebacks": {w: stats[w].traceback for w in skipped},
+            "retried": [w for w, s in enumerate(stats) if s.runs > 1],
             "worker_samples": [int(n) for n in counts],
-            "worker_compute_s": [float(s["compute_s"]) for s in stats],
-            "end_s": max(float(s["end_s"]) for s in stats)}
+            "worker_compute_s": [float(s.compute_s) for s in stats],
+            "end_s": max(float(s.end_s) for s in stats)}
 
 
 def combine_shares(counts, stats):
@@ -279,24 +319,14 @@ def combine_shares(counts, stats):
     """
     if len(counts) == 1:
         return counts[0], stats[0]
-    total_counts, total_stats = [], []
-    for w in range(len(counts[0])):
-        mine = [share[w] for share in stats]
-        error = next((s for s in mine if s["error"] is not None), None)
-        total_counts.append(sum(int(share[w]) for share in counts))
-        total_stats.append({
-            "loss_sum": sum(s["loss_sum"] for s in mine),
-            "compute_s": sum(s["compute_s"] for s in mine),
-            "end_s": max(s["end_s"] for s in mine),
-            "finite": all(s["finite"] for s in mine),
-            "runs": max(s["runs"] for s in mine),
-            "error": None if error is None else error["error"],
-            "traceback": None if error is None else error["traceback"]})
+    total_counts = [sum(int(share[w]) for share in counts)
+                    for w in range(len(counts[0]))]
+    total_stats = [TrainStats.combined(share[w] for share in stats)
+                   for w in range(len(counts[0]))]
     return total_counts, total_stats
 
 
 def measured_compute_s(stats):
     """Each task's compute time for ``balance``, None for a skipped one
     (its time says nothing about the worker's speed)."""
-    return [None if s["error"] is not None else s["compute_s"]
-            for s in stats]
+    return [None if s.error is not None else s.compute_s for s in stats]

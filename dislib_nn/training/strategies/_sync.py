@@ -6,18 +6,19 @@ trains its replica on the blocks dealt to it (:mod:`._dealing`), by one
 task; after every ``sync_every`` epochs (and at the end of every fit)
 the replicas are merged by a binary tree of merge tasks, weighted by the
 samples each saw (all alike with ``balance=True``), optionally followed
-by the server step of ``outer_lr`` / ``outer_momentum``, and all of them
-restart from the merged model. Everything here deals in futures: the
+by an outer step (``outer_optimizer``, or ``outer_lr`` /
+``outer_momentum``: :mod:`dislib_nn.training.merge._outer`), and all of
+them restart from the merged model. Everything here deals in futures: the
 master fetches no weights.
 """
 
 from dislib_nn.training.callbacks import _checkpoint
-
+from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
+                                                      Strategy,
+                                                      combine_shares)
+from dislib_nn.training.strategies._replicas import (read_training,
+                                                     submit_training)
 from dislib_nn.training.tasks import _reduce
-from dislib_nn.training.strategies._interface import (EpochHandle, Strategy,
-                                          combine_shares,
-                                          measured_compute_s,
-                                          training_fields)
 
 __all__ = ["SyncStrategy", "merges_after"]
 
@@ -36,7 +37,8 @@ class SyncStrategy(Strategy):
 
     What carries over to the next fit: every worker's optimizer state
     (``optimizer_state="keep"``), the averaged one (``"average"``), and
-    the outer momentum buffer.
+    the outer step's state: the momentum buffer (``"velocity"``) or the
+    outer optimizer's ``state_dict`` (``"outer_optimizer"``).
     """
 
     def __init__(self, setup):
@@ -45,7 +47,7 @@ class SyncStrategy(Strategy):
         self.state = setup.lifetimes.keep(setup.state)
         self.states = [self.state] * n
         self.optims = setup.initial_optims()
-        self.velocity = setup.carried.get("velocity")
+        self.outer = dict(setup.carried.state)
 
     @property
     def scalar_lag(self):
@@ -77,55 +79,32 @@ class SyncStrategy(Strategy):
                            merged)
 
     def read(self, handle, values):
-        counts, stats = values
-        counts, stats = combine_shares(counts, stats)
-        self.setup.data.throughput.observe(
-            counts, measured_compute_s(stats))
-        fields = training_fields(counts, stats)
+        counts, stats = combine_shares(*values)
+        fields = read_training(self.setup, counts, stats)
         fields["n_merges"] = len(values[0]) if handle.merged else 0
         return fields
 
     def _train(self, blocks, epoch, lr, share):
         """Submit one training task per worker (for ``share`` of the
         epoch): each continues from its state and optimizer state."""
-        setup, p = self.setup, self.setup.params
-        lifetimes = setup.lifetimes
-        # "reset": a new optimizer every epoch, carried across its shares.
-        reset = p["optimizer_state"] == "reset"
-        ends_epoch = share is None or share[0] == share[1] - 1
-        counts, stats, states, optims = [], [], [], []
-        for w, (x_blocks, y_blocks) in enumerate(blocks):
-            settings = setup.settings(epoch, w, lr, share)
-            if reset and not ends_epoch:
-                settings.optimizer_state = "keep"
-            state, optim, count, stat = setup.train_task(
-                setup.components, self.states[w], self.optims[w],
-                x_blocks, y_blocks, settings)
-            states.append(state)
-            optims.append(optim)
-            counts.append(count)
-            stats.append(stat)
-        lifetimes.release(self.states, self.optims)
-        self.states = states
-        if reset and ends_epoch:
-            lifetimes.release(optims)
-            optims = [None] * setup.n_workers
-        self.optims = optims
-        return counts, stats
+        trained = submit_training(self.setup, blocks,
+                                  list(zip(self.states, self.optims)),
+                                  epoch, lr, share)
+        self.setup.lifetimes.release(self.states, self.optims)
+        self.states, self.optims = trained.states, trained.optims
+        return trained.counts, trained.stats
 
     def final_model(self):
         return self.state
 
     def checkpoint_parts(self):
-        carry = self.carry()
-        return _checkpoint.snapshot(self.state, carry["velocity"],
-                                    carry["optimizer_states"])
+        return _checkpoint.snapshot(self.state, self.carry())
 
     def carry(self):
         keep = self.setup.params["optimizer_state"]
         optims = None if keep == "reset" else (
             self.optims if keep == "keep" else self.optims[:1])
-        return {"optimizer_states": optims, "velocity": self.velocity}
+        return Carry(optims, self.outer)
 
     def _merge(self, counts, stats):
         setup, p = self.setup, self.setup.params
@@ -140,12 +119,12 @@ class SyncStrategy(Strategy):
         merged, merged_optim = _reduce.submit_merge(
             replicas, replica_optims if average_optims else None, weights,
             lifetimes, stats, self.state)
-        if p["outer_lr"] != 1.0 or p["outer_momentum"] != 0.0:
-            averaged, velocity = merged, self.velocity
-            merged, self.velocity = _reduce._outer_step(
-                self.state, averaged, velocity, float(p["outer_lr"]),
-                float(p["outer_momentum"]), setup.param_keys)
-            lifetimes.release(averaged, velocity)
+        averaged, outer = merged, self.outer
+        merged, self.outer = _reduce.submit_outer_step(
+            self.state, averaged, outer, p, setup.components,
+            setup.param_keys)
+        if merged is not averaged:
+            lifetimes.release(averaged, list(outer.values()))
         # Global models are kept: early stopping may come back to one.
         self.state = lifetimes.keep(merged)
         self.states = [merged] * setup.n_workers

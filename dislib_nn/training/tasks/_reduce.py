@@ -6,12 +6,15 @@ numbers); the arithmetic is :mod:`dislib_nn.training.merge`'s.
 """
 
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
-from dislib_nn.training.merge import _sums
+from dislib_nn.training.merge import _outer, _sums
+from dislib_nn.training.tasks._report import TrainStats
 
-__all__ = ["submit_merge"]
+__all__ = ["submit_merge", "submit_outer_step"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
-_PARTIAL = {"finite": True}
+#: The statistics a partial sum travels with (its replicas were checked
+#: where they were summed).
+_PARTIAL = TrainStats()
 
 
 @task(returns=1, models=_COLLECTION, counts=_COLLECTION,
@@ -21,8 +24,8 @@ def _merge_pair(models, counts, stats, root, previous):
 
     ``models`` holds two state dicts or :class:`WeightedSum`; ``counts``
     the sample count of each raw state dict (ignored for weighted sums);
-    ``stats`` the training task's statistics of each raw state dict,
-    whose ``finite`` flag leaves a diverged replica out. Collections hold
+    ``stats`` the training task's :class:`TrainStats` of each raw state
+    dict, whose ``finite`` flag leaves a diverged replica out. Collections hold
     no None: the runtime serializes every element. At the root, when every
     replica diverged, the model is ``previous``.
     """
@@ -52,20 +55,52 @@ def _merge_pair_with_optims(models, optims, counts, stats, root, previous):
 @task(returns=1)
 def _keep_finite(model, stat, previous):
     """A single replica's model, or ``previous`` when it diverged."""
-    return model if stat["finite"] else previous
+    return model if stat.finite else previous
 
 
 @task(returns=2)
-def _outer_step(previous, averaged, velocity, lr, momentum, keys):
-    """The server step of FedAvgM / DiLoCo (see ``_sums.outer_step``)."""
-    return _sums.outer_step(previous, averaged, velocity, lr, momentum,
-                             keys)
+def _momentum_step(previous, averaged, velocity, lr, momentum, keys):
+    """The server step of FedAvgM (see ``_outer.momentum_step``)."""
+    return _outer.momentum_step(previous, averaged, velocity, lr, momentum,
+                                keys)
+
+
+@task(returns=2)
+def _optimizer_step(previous, averaged, optim_state, components, keys):
+    """The outer optimizer's step (see ``_outer.optimizer_step``); the
+    optimizer is ``components.build_outer_optimizer``."""
+    return _outer.optimizer_step(previous, averaged, optim_state,
+                                 components.build_outer_optimizer, keys)
+
+
+def submit_outer_step(previous, averaged, carried, params, components,
+                      keys):
+    """Submit the outer step after a merge, when there is one.
+
+    ``carried`` holds the outer state of the previous round (futures or
+    values): ``"velocity"`` for ``outer_lr`` / ``outer_momentum``,
+    ``"outer_optimizer"`` for an ``outer_optimizer``. Returns the future
+    of the new global model (``averaged`` itself when the step is plain
+    averaging) and the new outer state, a dict of the same keys.
+    """
+    if params["outer_optimizer"] is not None:
+        state, optim = _optimizer_step(
+            previous, averaged, carried.get("outer_optimizer"),
+            components, keys)
+        return state, {"outer_optimizer": optim}
+    if params["outer_lr"] != 1.0 or params["outer_momentum"] != 0.0:
+        state, velocity = _momentum_step(
+            previous, averaged, carried.get("velocity"),
+            float(params["outer_lr"]), float(params["outer_momentum"]),
+            keys)
+        return state, {"velocity": velocity}
+    return averaged, dict(carried)
 
 
 def _sum_models(models, counts, stats):
     """The weighted sum of the finite replicas (an empty one if none)."""
     return _sums.finite_sum(zip(models, counts,
-                                 [s["finite"] for s in stats]))
+                                 [s.finite for s in stats]))
 
 
 def _sum_optims(optims, counts, stats):
@@ -73,7 +108,7 @@ def _sum_optims(optims, counts, stats):
     None)."""
     parts, skeleton = [], None
     for i, (optim, count) in enumerate(zip(optims, counts)):
-        finite = stats is None or stats[i]["finite"]
+        finite = stats is None or stats[i].finite
         if isinstance(optim, tuple):        # a partial sum
             part, skel = optim
         elif finite:

@@ -19,6 +19,7 @@ from dislib_nn.training.merge import _sums
 
 from dislib_nn.training.tasks._device import resolve_device, size_threads
 from dislib_nn.training.tasks._precision import amp_plan
+from dislib_nn.training.tasks._report import TrainStats
 
 __all__ = ["EpochSettings", "run_train_task", "train_one_epoch",
            "share_of_batches", "forward_batches", "to_cpu"]
@@ -64,12 +65,18 @@ class EpochSettings:
     precision : {"fp32", "bf16", "fp16"}, default="fp32"
         Autocast dtype of the forward pass and the loss (see
         :mod:`._precision`).
+    step_schedule : StepSchedule or None, default=None
+        A per-step schedule placed at the global step of this task's
+        first optimizer step (see :mod:`._step_schedule`): its factor of
+        each step multiplies ``lr``. None: ``lr`` for every step.
     """
 
     def __init__(self, lr, batch_size, seed, shuffle_rows, device,
                  optimizer_state, output, on_failure="raise", max_retries=0,
                  share=None, grad_clip_norm=None, grad_clip_value=None,
-                 accumulate_grad_batches=1, precision="fp32"):
+                 accumulate_grad_batches=1, precision="fp32",
+                 step_schedule=None):
+        self.step_schedule = step_schedule
         self.share = share
         self.grad_clip_norm = grad_clip_norm
         self.grad_clip_value = grad_clip_value
@@ -123,18 +130,11 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         ``optimizer_state="reset"``.
     n_samples : int
         The rows trained on (the merge weight of the replica).
-    stats : dict
-        ``loss_sum``, the sum over minibatches of the mean loss times the
-        batch length; ``compute_s``, the seconds this function took
-        (building the model to returning it: what ``balance=True``
-        measures throughput by); ``end_s``, the time it ended
-        (``time.time()``, to date epochs on every backend); ``finite``,
-        whether the loss, the state and the optimizer state are finite
-        (a replica that is not is left out of the merge, and its
-        optimizer state is the one it started from); ``runs``, how many
-        times the epoch ran; ``error`` and ``traceback``, what the last
-        run raised (``"Type: message"`` and the formatted traceback)
-        when it raised, else None.
+    stats : TrainStats
+        The task's record (:mod:`._report`): loss sum, compute time, end
+        time, whether the replica is finite (one that is not is left out
+        of the merge, and its optimizer state is the one it started
+        from), runs, and what the last run raised, if it raised.
     """
     started = time.perf_counter()
     size_threads()
@@ -153,13 +153,12 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
     state, optim, n, loss_sum, finite = out
     if not finite:
         optim = start_optim if optim is not None else None
-    stats = {"loss_sum": loss_sum,
-             "compute_s": time.perf_counter() - started,
-             "end_s": time.time(), "finite": finite, "runs": runs,
-             "error": None, "traceback": None}
+    stats = TrainStats(loss_sum=loss_sum,
+                       compute_s=time.perf_counter() - started,
+                       end_s=time.time(), finite=finite, runs=runs)
     if error is not None:
-        stats["error"] = f"{type(error).__name__}: {error}"
-        stats["traceback"] = _user_traceback(error)
+        stats.error = f"{type(error).__name__}: {error}"
+        stats.traceback = _user_traceback(error)
     return state, optim, n, stats
 
 
@@ -218,7 +217,8 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
         grad_clip_norm=settings.grad_clip_norm,
         grad_clip_value=settings.grad_clip_value,
         accumulate_grad_batches=settings.accumulate_grad_batches,
-        precision=settings.precision)
+        precision=settings.precision,
+        step_schedule=settings.step_schedule)
     keep = settings.optimizer_state != "reset"
     state = to_cpu(model.state_dict())
     optim = to_cpu(optimizer.state_dict()) if keep else None
@@ -230,7 +230,8 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
 def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
                     generator, device, output, share=None,
                     grad_clip_norm=None, grad_clip_value=None,
-                    accumulate_grad_batches=1, precision="fp32"):
+                    accumulate_grad_batches=1, precision="fp32",
+                    step_schedule=None):
     """Minibatch training over ``x`` and ``y``; ``(n_samples, loss_sum)``.
 
     Rows are visited in order, or in a random order drawn from
@@ -249,6 +250,11 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
     (gradients that overflowed) leave the weights and the optimizer state
     as they were, and whose batches with a loss that is not finite add
     nothing to ``loss_sum``.
+
+    With a ``step_schedule`` (:class:`._step_schedule.StepSchedule`) the
+    optimizer's rates follow it from its ``first_step``: it is attached
+    before the first batch and steps once per optimizer step (a step the
+    fp16 scaler skipped included, as in torch's AMP recipe).
     """
     k = accumulate_grad_batches
     device = torch.device(device)
@@ -273,6 +279,8 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
     batches = [(a, min(a + batch_size, n)) for a in starts
                if min(a + batch_size, n) > a]
     trained = 0
+    stepper = None if step_schedule is None else \
+        step_schedule.attach(optimizer)
     optimizer.zero_grad(set_to_none=True)
     for i, (start, end) in enumerate(batches):
         trained += end - start
@@ -298,6 +306,8 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
                 scaler.step(optimizer)      # skipped on inf/nan gradients
                 scaler.update()
             optimizer.zero_grad(set_to_none=True)
+            if stepper is not None:
+                stepper.step()
         loss = loss.detach().to(torch.float64)
         if scaler is None or torch.isfinite(loss):
             total += loss * len(xb)

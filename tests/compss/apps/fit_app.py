@@ -40,6 +40,10 @@ class MLP(nn.Module):
 
 MARKER = 7.25
 
+# DiLoCo's outer step (Nesterov SGD on the averaged update).
+OUTER = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
+         "outer_optimizer__momentum": 0.9, "outer_optimizer__nesterov": True}
+
 
 class FaultyMLP(MLP):
     """Raises in a training forward whose batch holds the marker row: every
@@ -81,6 +85,20 @@ def summary(estimator, X, y, ds=False):
         ds_y = dnn.from_array(y, n_blocks=2)
         out["ds_score"] = estimator.score(ds_x, ds_y)
         out["ds_predict"] = estimator.predict(ds_x).collect()[:8].tolist()
+    return out
+
+
+def scheduled_fit(X, y):
+    """A per-step OneCycle schedule over two merges an epoch: each
+    training task starts the schedule at its own first step."""
+    est = dnn.SyncEpochAveragingRegressor(
+        module=MLP, n_epochs=2, batch_size=16, n_workers=2, random_state=0,
+        sync_every=0.5, callbacks=[dnn.callbacks.LRScheduler(
+            torch.optim.lr_scheduler.OneCycleLR, step_every="batch",
+            max_lr=0.1)])
+    est.fit(X, y)
+    out = summary(est, X, y)
+    out["n_merges"] = [r["n_merges"] for r in est.history_]
     return out
 
 
@@ -167,6 +185,11 @@ def main(parts):
             # Every epoch from the model with all of the previous epoch's
             # merges: the synchronous strategy's model, in any merge order.
             runs["lag0"] = {"max_lag": 0}
+        if kind == "classifier":
+            runs["outer"] = OUTER
+        if kind == "async-classifier":
+            # The delayed outer step with no lag: the synchronous one.
+            runs["lag0-outer"] = dict(OUTER, max_lag=0)
         for name, extra in runs.items():
             est = Estimator(module=MLP, n_epochs=2, batch_size=16,
                             n_workers=2, random_state=0, **extra)
@@ -187,6 +210,7 @@ def main(parts):
         est.fit(Xr, yr)
         report["regressor/step"] = summary(est, Xr, yr)
         report["regressor/step"]["n_merges"] = est.history_[0]["n_merges"]
+        report["regressor/schedule"] = scheduled_fit(Xr, yr)
         report["regressor/checkpoint"] = resumed_fit(Xr, yr)
         report.update(faulty_fits(Xr, yr))
     print(json.dumps(report))

@@ -1,0 +1,89 @@
+"""The per-worker loop every strategy shares: one training task per
+worker, and the history fields read from their reports.
+
+A strategy decides what each replica starts from (the merged model, its
+own chain, a snapshot) and what happens after (a merge tree, a fold);
+submitting the training tasks in between, and reading what they
+reported, is the same for all of them and lives here.
+"""
+
+from dislib_nn.training.strategies._interface import (measured_compute_s,
+                                                      training_fields)
+
+__all__ = ["Trained", "submit_training", "read_training"]
+
+
+class Trained:
+    """The futures of one round of training tasks, one entry per worker.
+
+    Attributes
+    ----------
+    states : list
+        The replicas' state dicts after training.
+    optims : list
+        Their optimizer states (None entries after the last share of an
+        epoch with ``optimizer_state="reset"``).
+    counts : list
+        The rows each trained on.
+    stats : list
+        Their :class:`~dislib_nn.training.tasks._report.TrainStats`.
+    """
+
+    __slots__ = ("states", "optims", "counts", "stats")
+
+    def __init__(self, states, optims, counts, stats):
+        self.states = states
+        self.optims = optims
+        self.counts = counts
+        self.stats = stats
+
+
+def submit_training(setup, blocks, inputs, epoch, lr, share=None):
+    """Submit one training task per worker; wait for nothing.
+
+    Parameters
+    ----------
+    setup : FitSetup
+    blocks : list of (x_blocks, y_blocks)
+        Each worker's blocks for ``epoch``.
+    inputs : list of (state, optimizer state)
+        What each worker's replica starts from (futures or values).
+    epoch : int
+    lr : float
+    share : (int, int) or None, default=None
+        The share of the epoch this round trains (see
+        :meth:`FitSetup.settings`).
+
+    Returns
+    -------
+    Trained
+
+    With ``optimizer_state="reset"`` the optimizer is new every epoch but
+    carried across the epoch's shares: the shares before the last keep
+    it, and after the last the optimizer states are released (entries
+    None).
+    """
+    reset = setup.params["optimizer_state"] == "reset"
+    ends_epoch = share is None or share[0] == share[1] - 1
+    states, optims, counts, stats = [], [], [], []
+    for w, ((x_blocks, y_blocks), (state, optim)) in enumerate(
+            zip(blocks, inputs)):
+        settings = setup.settings(epoch, w, lr, share)
+        if reset and not ends_epoch:
+            settings.optimizer_state = "keep"
+        out = setup.train_task(setup.components, state, optim, x_blocks,
+                               y_blocks, settings)
+        for results, value in zip((states, optims, counts, stats), out):
+            results.append(value)
+    if reset and ends_epoch:
+        setup.lifetimes.release(optims)
+        optims = [None] * len(optims)
+    return Trained(states, optims, counts, stats)
+
+
+def read_training(setup, counts, stats):
+    """The history fields of an epoch's training tasks (resolved counts
+    and statistics, one per worker), after feeding ``balance``'s
+    throughput with their compute times."""
+    setup.data.throughput.observe(counts, measured_compute_s(stats))
+    return training_fields(counts, stats)
