@@ -5,10 +5,9 @@ layer's records); this module re-exports its public names.
 """
 
 from dislib_nn.training.callbacks import (Callback, Checkpoint, CSVLogger,
-                                          EarlyStopping, EpochRecord,
-                                          FitState, LRScheduler,
-                                          MergeRecord, ProgressBar,
-                                          TensorBoardLogger)
+                                          EarlyStopping, EpochRecord, FitState,
+                                          LRScheduler, MergeRecord,
+                                          ProgressBar, TensorBoardLogger)
 
 __all__ = ["Callback", "FitState", "EpochRecord", "MergeRecord",
            "EarlyStopping", "Checkpoint", "LRScheduler", "ProgressBar",

@@ -16,8 +16,10 @@ climbs a ladder of small steps that subclasses may override:
 What differs between classifiers and regressors is in ``_targets``
 (:mod:`._targets`); predictions and scores are in :mod:`._predict`;
 resuming from a checkpoint in :mod:`.callbacks._checkpoint`; saving,
-loading and pickling in :mod:`._persist`. What a fit learns (the fitted attributes)
-is written by :mod:`._fitted` only, and put back by it when a fit fails.
+loading and pickling in :mod:`._persist`; what ``sync_every="auto"``
+and ``lr_scaling="auto"`` run as in :mod:`._adaptive`. What a fit learns
+(the fitted attributes) is written by :mod:`._fitted` only, and put
+back by it when a fit fails.
 """
 
 import torch
@@ -28,10 +30,11 @@ from dislib_nn import runtime
 from dislib_nn.data import shuffle
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _fitted, _seeds
+from dislib_nn.training._adaptive import plan as adaptive_plan
 from dislib_nn.training._components import (Components, check_step,
                                             first_float_dtype,
-                                            inferable_arguments,
-                                            materialize, split_prefixed)
+                                            inferable_arguments, materialize,
+                                            split_prefixed)
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
 from dislib_nn.training._input_checks import check_rows
@@ -206,7 +209,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             self.get_params(deep=False), self._output,
             [k for k, _ in self.module_.named_parameters()], lifetimes,
             train_task_for(self.device, self.on_failure))
-        named = self._callbacks()
+        plan = self._plan(setup)
+        setup.params["sync_every"] = plan.sync_every
+        named = self._callbacks(plan)
         for _, cb in named:
             cb.initialize()
         if checkpoint is not None:
@@ -232,7 +237,16 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 y=data.y_valid, classes=None, with_loss=True)
         return validate
 
-    def _callbacks(self):
+    def _plan(self, setup):
+        """What ``sync_every="auto"`` and ``lr_scaling="auto"`` run as
+        (:mod:`._adaptive`), from the replicas' steps in the first epoch."""
+        return adaptive_plan(
+            self.sync_every, self.lr_scaling, self.n_workers_,
+            setup.steps_per_epoch(self.n_epochs_),
+            fractions=self._strategy_class.merges_within_epochs,
+            has_schedule=self.lr_schedule is not None)
+
+    def _callbacks(self, plan):
         """The fit's ``(name, callback)`` pairs, in the order they run:
         the defaults (:mod:`.callbacks._core`), then ``callbacks``'s
         entries with the ``callbacks__NAME__arg`` parameters set on
@@ -242,13 +256,13 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                               ["lr_schedule"], self.history_)
         named = [("failure_policy",
                   FailurePolicy(self.on_failure, self.max_retries)),
-                 ("learning_rate", LearningRate(schedule)),
+                 ("learning_rate", LearningRate(schedule, plan)),
                  ("history", History())]
         if self.early_stopping:
             named.append(("early_stopping",
                           EarlyStopping(patience=self.patience)))
         if self.verbose:
-            named.append(("printer", Printer(self._describe_fit())))
+            named.append(("printer", Printer(self._describe_fit(plan))))
         if self.checkpoint_dir is not None:
             named.append(("checkpoint",
                           _checkpoint.Checkpoint(self.checkpoint_dir)))
@@ -283,9 +297,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                   f"{runtime.n_workers()} worker processes (once per "
                   f"session, a few seconds)...", flush=True)
 
-    def _describe_fit(self):
+    def _describe_fit(self, plan):
         return (f"{type(self).__name__}: {self.n_workers_} workers, "
-                f"backend {runtime.backend_name()}")
+                f"backend {runtime.backend_name()}; {plan.describe()}")
 
     def _check_batch_norm_batch(self):
         if self.batch_size == 1 and any(

@@ -80,12 +80,21 @@ _PARAMETERS = """
     n_workers : int, default=None
         Replicas trained in parallel (``None``: as many as the runtime
         runs at once); never more than the number of blocks of X.
-    sync_every : int, float or "step", default=1
+    sync_every : int, float, "step" or "auto", default="auto"
         Epochs between merges; the last epoch of a fit always merges.
         The synchronous estimators also take a fraction ``1 / k`` of an
         epoch (``0.25``: four merges an epoch, each replica training on
         the next quarter of its rows between them) or ``"step"`` (a
-        merge after every optimizer step).
+        merge after every optimizer step). ``"auto"``: one merge per
+        epoch, except for the synchronous estimators with 4 replicas or
+        more making fewer than 64 optimizer steps an epoch each: four
+        merges per epoch (one per step with 4 steps or fewer); see
+        docs/strategies.md, "What the defaults adapt to".
+    lr_scaling : {{"auto", "none", "sqrt", "linear"}}, default="auto"
+        Each replica trains at ``lr`` times 1, ``sqrt(n_workers)`` or
+        ``n_workers``, half of it in the fit's first epoch when scaled
+        and no ``lr_schedule`` is given. ``"auto"``: ``"sqrt"`` when
+        ``sync_every="auto"`` merges within epochs, else ``"none"``.
     shuffle : {{"global", "local", "none"}}, default="global"
         ``"global"``: reshuffle rows across blocks every epoch;
         ``"local"``: shuffle rows inside each worker and re-deal blocks

@@ -14,11 +14,12 @@ from dislib_nn import runtime
 from dislib_nn._user_warning import warn_user
 from dislib_nn.data import DsTensor
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.training import _fitted, _seeds
-from dislib_nn.training.tasks import _blocks
-from dislib_nn.training.strategies import _dealing
+from dislib_nn.training import _fitted
 from dislib_nn.training import _input_checks as _inputs
+from dislib_nn.training import _seeds
 from dislib_nn.training._components import first_float_dtype
+from dislib_nn.training.strategies import _dealing
+from dislib_nn.training.tasks import _blocks
 
 __all__ = ["FitData", "FitDataMixin", "BALANCE_BLOCKS_PER_WORKER",
            "feature_names"]

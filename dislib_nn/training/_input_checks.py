@@ -15,8 +15,8 @@ import torch
 from dislib_nn.data import DsTensor, from_array, from_ds_array
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import wait_on
-from dislib_nn.training.tasks import _blocks
 from dislib_nn.training._sklearn_checks import check_array
+from dislib_nn.training.tasks import _blocks
 
 __all__ = ["is_ds_tensor", "is_ds_array", "check_x", "check_y",
            "check_lengths", "check_rows", "check_finite_blocks",

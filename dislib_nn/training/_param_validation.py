@@ -17,7 +17,7 @@ import torch
 
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.tasks._precision import (PRECISIONS,
-                                          check_device_parameter)
+                                                 check_device_parameter)
 
 __all__ = ["Interval", "EpochFraction", "Options", "Boolean", "NoneValue",
            "Callable",

@@ -23,6 +23,7 @@ import torch
 
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
+from dislib_nn.training._adaptive import LR_SCALINGS
 from dislib_nn.training._components import (PREFIXES, check_arguments,
                                             check_keywords, split_prefixed)
 from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
@@ -52,7 +53,8 @@ class ParamsMixin:
         "batch_size": [p.Interval(_INT, 1, None)],
         "n_workers": [p.NoneValue(), p.Interval(_INT, 1, None)],
         "sync_every": [p.Interval(_INT, 1, None), p.EpochFraction(),
-                       p.Options("step")],
+                       p.Options("auto", "step")],
+        "lr_scaling": [p.Options(*LR_SCALINGS)],
         "shuffle": [p.Options(*SHUFFLE_MODES)],
         "optimizer_state": [p.Options("keep", "reset", "average")],
         "outer_lr": [p.Interval(_REAL, 0, None, closed="neither")],
@@ -84,8 +86,9 @@ class ParamsMixin:
 
     def __init__(self, *, module=None, criterion=None,
                  optimizer=torch.optim.SGD, lr=0.01, lr_schedule=None,
-                 n_epochs=10, batch_size=32, n_workers=None, sync_every=1,
-                 shuffle="global", optimizer_state="keep", outer_lr=1.0,
+                 n_epochs=10, batch_size=32, n_workers=None,
+                 sync_every="auto", lr_scaling="auto", shuffle="global",
+                 optimizer_state="keep", outer_lr=1.0,
                  outer_momentum=0.0, validation_fraction=0.0,
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
@@ -103,6 +106,7 @@ class ParamsMixin:
         self.batch_size = batch_size
         self.n_workers = n_workers
         self.sync_every = sync_every
+        self.lr_scaling = lr_scaling
         self.shuffle = shuffle
         self.optimizer_state = optimizer_state
         self.outer_lr = outer_lr

@@ -12,11 +12,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from dislib_nn import runtime
 from dislib_nn.data import DsTensor
-from dislib_nn.training import _labels, _metrics
-from dislib_nn.training.tasks import _blocks
 from dislib_nn.training import _input_checks as _inputs
+from dislib_nn.training import _labels, _metrics
 from dislib_nn.training._components import Components
 from dislib_nn.training._fit_data import feature_names
+from dislib_nn.training.tasks import _blocks
 from dislib_nn.training.tasks._torch_loop import forward_batches
 
 __all__ = ["PredictMixin"]

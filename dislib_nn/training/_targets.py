@@ -15,11 +15,13 @@ import torch
 from dislib_nn.data import DsTensor
 from dislib_nn.exceptions import ShapeError
 from dislib_nn.runtime import wait_on
-from dislib_nn.training import _fitted, _labels, _metrics
-from dislib_nn.training.tasks import _blocks
+from dislib_nn.training import _fitted
 from dislib_nn.training import _input_checks as _inputs
-from dislib_nn.training._sklearn_checks import (
-    check_array, check_classification_targets, column_or_1d)
+from dislib_nn.training import _labels, _metrics
+from dislib_nn.training._sklearn_checks import (check_array,
+                                                check_classification_targets,
+                                                column_or_1d)
+from dislib_nn.training.tasks import _blocks
 
 __all__ = ["CLASSIFICATION", "REGRESSION", "OutputAdapter"]
 

@@ -107,6 +107,12 @@ def test_fit_predict_score_under_compss_match_the_local_backend(
         assert got["n_merges"] == expected["n_merges"] == 4
     if case == "regressor/schedule":
         assert got["n_merges"] == expected["n_merges"] == [2, 2]
+        # The script's callback ran on the master and halved the rate
+        # (epoch 1 is read once epoch 2 is submitted).
+        assert got["calls"] == expected["calls"] == [
+            ["begin", 1], ["begin", 2], ["end", 1, 2], ["end", 2, 2]]
+        assert got["lr"] == expected["lr"]
+        assert got["lr"][1] == pytest.approx(got["lr"][0] / 2)
     if case.endswith("/default"):
         assert got["ds_score"] == pytest.approx(got["score"], rel=1e-6)
 

@@ -120,7 +120,8 @@ def test_unbounded_lag_keeps_the_synchronous_history_keys():
         validation_fraction=0.2, random_state=0).fit(X, y)
     sync_keys = {"epoch", "train_loss", "valid_loss", "valid_score", "lr",
                  "merged", "dur_s", "worker_samples", "worker_compute_s",
-                 "diverged", "retried", "skipped", "errors", "tracebacks"}
+                 "diverged", "retried", "skipped", "errors", "tracebacks",
+                 "schedule"}
     merges = []
     for record in clf.history_:
         assert set(record) == sync_keys | {"merges"}

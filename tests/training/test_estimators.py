@@ -253,7 +253,7 @@ def test_verbose_prints_one_line_per_epoch(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3
     assert lines[0] == ("SyncEpochAveragingClassifier: 2 workers, backend "
-                        "local")
+                        "local; one merge per epoch")
     assert lines[1].startswith("epoch   1/2") and "train_loss" in lines[1]
 
 

@@ -130,7 +130,7 @@ def test_sync_every_must_be_epochs_a_fraction_or_step(value):
                        match=r"The 'sync_every' parameter of "
                              r"SyncEpochAveragingRegressor must be an int "
                              r"in the range \[1, inf\), a fraction 1/k of "
-                             r"an epoch .* or a str among \{'step'\}"):
+                             r"an epoch .* or a str among \{'auto', 'step'\}"):
         est.fit(X, y)
 
 

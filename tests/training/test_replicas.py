@@ -67,7 +67,9 @@ def test_a_fixed_partition_trains_one_replica_per_block_and_warns(
 def test_the_fixed_partition_is_the_four_blocks():
     x, y = _four_blocks()
     with pytest.warns(UserWarning, match="training 4 replicas"):
-        est = _reg(n_workers=8, shuffle="none").fit(x, y)
+        # sync_every=1: the reference merges once per epoch (4 replicas of
+        # 2 steps would merge after every step by default).
+        est = _reg(n_workers=8, shuffle="none", sync_every=1).fit(x, y)
     parts = ref.split_like_blocks(torch.from_numpy(X),
                                   torch.from_numpy(Y)[:, None], 4)
     expected = ref.epoch_averaging(_init(), parts, torch.nn.MSELoss(),

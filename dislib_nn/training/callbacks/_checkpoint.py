@@ -35,8 +35,7 @@ import numpy as np
 import torch
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import (CheckpointMismatchError,
-                                  InvalidParameterError)
+from dislib_nn.exceptions import CheckpointMismatchError, InvalidParameterError
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training import _fitted
 from dislib_nn.training.callbacks._core import Callback

@@ -250,17 +250,24 @@ def _training_error(on_failure, epoch, worker, error, remote_tb, runs):
 
 
 class LearningRate(Callback):
-    """Sets each epoch's learning rate from an :class:`LRSchedule`."""
+    """Sets each epoch's learning rate from an :class:`LRSchedule`, times
+    the fit's :class:`~dislib_nn.training._adaptive.Plan` factor (the
+    learning-rate scaling with replicas), and records the plan in
+    ``history_`` (``schedule``)."""
 
-    def __init__(self, schedule):
+    def __init__(self, schedule, plan=None):
         self.schedule = schedule
+        self.plan = plan
         self.needs_current_epoch = schedule.needs_metric
 
     def on_epoch_begin(self, state, epoch):
-        state.lr = self.schedule.lr_at(epoch)
+        factor = 1.0 if self.plan is None else self.plan.factor(epoch)
+        state.lr = self.schedule.lr_at(epoch) * factor
 
     def on_epoch_end(self, state, record, handle):
         self.schedule.observe(record)
+        if self.plan is not None:
+            record["schedule"] = self.plan.as_dict()
         return False
 
 

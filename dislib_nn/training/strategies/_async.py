@@ -2,9 +2,10 @@
 
 Each worker runs its own chain of epoch tasks. At the end of each of
 its rounds (``sync_every`` epochs, and the end of the fit) a merge task
-folds its update into the global model (:func:`dislib_nn.training.merge._stale.fold`):
-the global model is the task's ``COMMUTATIVE`` argument, so merges run
-one at a time, in whatever order workers finish, and each returns the
+folds its update into the global model
+(:func:`dislib_nn.training.merge._stale.fold`): the global model is the
+task's ``COMMUTATIVE`` argument, so merges run one at a time, in
+whatever order workers finish, and each returns the
 fresh global model this worker starts its next round from, without
 waiting for the others. An ``outer_optimizer`` takes the delayed outer
 step of Async Local-SGD there (see :mod:`dislib_nn.training.merge._stale`).
@@ -24,7 +25,7 @@ chains waits on the master; the master reads scalars only, up to
 import numbers
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
-from dislib_nn.training._param_validation import Interval, NoneValue
+from dislib_nn.training._param_validation import Interval, NoneValue, Options
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
@@ -92,7 +93,8 @@ class AsyncStrategy(Strategy):
     constraints = {
         # Merges within an epoch are the synchronous strategy's only, so
         # far.
-        "sync_every": [Interval(numbers.Integral, 1, None)],
+        "sync_every": [Interval(numbers.Integral, 1, None),
+                       Options("auto")],
         "max_lag": [NoneValue(), Interval(numbers.Integral, 0, None)],
         "staleness_exponent": [Interval(numbers.Real, 0, None)]}
 

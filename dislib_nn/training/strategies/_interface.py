@@ -36,10 +36,9 @@ parameters included) and its tasks; the estimator class names it in
 """
 
 from dislib_nn.training.tasks._precision import check_tasks_device
+from dislib_nn.training.tasks._report import TrainStats
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
                                                   share_of_batches)
-
-from dislib_nn.training.tasks._report import TrainStats
 
 __all__ = ["FitSetup", "EpochHandle", "Strategy", "Carry",
            "training_fields", "combine_shares", "measured_compute_s"]
@@ -247,10 +246,16 @@ class Strategy:
     constraints : dict
         Their constraints (name -> list of :mod:`._param_validation`
         constraints), which may also narrow a shared parameter's.
+    merges_within_epochs : bool
+        Whether the strategy merges within epochs (``sync_every`` a
+        fraction or ``"step"``).
     """
 
     parameters = {}
     constraints = {}
+    #: Whether ``sync_every`` may be a fraction of an epoch or
+    #: ``"step"`` (what ``sync_every="auto"`` may pick).
+    merges_within_epochs = False
 
     def __init__(self, setup):
         self.setup = setup

@@ -14,8 +14,7 @@ master fetches no weights.
 
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      Strategy,
-                                                      combine_shares)
+                                                      Strategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.tasks import _reduce
@@ -40,6 +39,8 @@ class SyncStrategy(Strategy):
     the outer step's state: the momentum buffer (``"velocity"``) or the
     outer optimizer's ``state_dict`` (``"outer_optimizer"``).
     """
+
+    merges_within_epochs = True
 
     def __init__(self, setup):
         super().__init__(setup)

@@ -16,7 +16,6 @@ import traceback
 import torch
 
 from dislib_nn.training.merge import _sums
-
 from dislib_nn.training.tasks._device import resolve_device, size_threads
 from dislib_nn.training.tasks._precision import amp_plan
 from dislib_nn.training.tasks._report import TrainStats

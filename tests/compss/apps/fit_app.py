@@ -88,17 +88,38 @@ def summary(estimator, X, y, ds=False):
     return out
 
 
+class HalveAfterFirst(dnn.callbacks.Callback):
+    """A user's callback, defined in the script: it runs on the master,
+    halves the rate after the first epoch and records what it saw."""
+
+    def initialize(self):
+        self.calls = []
+        return self
+
+    def on_epoch_begin(self, state, epoch):
+        if epoch > 0:
+            state.lr *= 0.5
+        self.calls.append(["begin", epoch + 1])
+
+    def on_epoch_end(self, state, record, handle):
+        self.calls.append(["end", record.epoch, record["n_merges"]])
+
+
 def scheduled_fit(X, y):
-    """A per-step OneCycle schedule over two merges an epoch: each
-    training task starts the schedule at its own first step."""
+    """A per-step OneCycle schedule over two merges an epoch (each
+    training task starts the schedule at its own first step), and a
+    callback of the script's that changes the rate."""
+    halve = HalveAfterFirst()
     est = dnn.SyncEpochAveragingRegressor(
         module=MLP, n_epochs=2, batch_size=16, n_workers=2, random_state=0,
         sync_every=0.5, callbacks=[dnn.callbacks.LRScheduler(
             torch.optim.lr_scheduler.OneCycleLR, step_every="batch",
-            max_lr=0.1)])
+            max_lr=0.1), halve])
     est.fit(X, y)
     out = summary(est, X, y)
     out["n_merges"] = [r["n_merges"] for r in est.history_]
+    out["lr"] = [r["lr"] for r in est.history_]
+    out["calls"] = halve.calls
     return out
 
 

@@ -1,0 +1,130 @@
+"""What the defaults adapt to: merges and learning rate from replica steps.
+
+With ``P`` replicas of batch ``b`` on ``N`` rows, each replica makes
+``S = N / (P b)`` optimizer steps an epoch, and one merge per epoch
+makes the merged model move like large-batch SGD at the small-batch
+learning rate: it falls behind single-process training once ``S`` is
+small (docs/benchmarks.md, "Accuracy from 2 to 64 replicas": one merge
+per epoch held to 94 steps a replica and lost 20 points at 23). What
+kept the accuracy there was the learning rate scaled by ``sqrt(P)``,
+made safe by four merges an epoch, with half the scaled rate in the
+first epoch.
+
+:func:`plan` turns the ``sync_every="auto"`` and ``lr_scaling="auto"``
+defaults into that rule, for ``MIN_WORKERS`` replicas or more making
+fewer than ``MIN_STEPS`` steps an epoch; explicit values are taken as
+given. A plain
+record (:class:`Plan`) says what was chosen and why: ``verbose`` prints
+it and ``history_`` records it.
+"""
+
+import math
+
+__all__ = ["Plan", "plan", "MIN_STEPS", "MIN_WORKERS", "MERGES_PER_EPOCH",
+           "LR_SCALINGS"]
+
+#: Fewer optimizer steps per replica and epoch than this and the
+#: defaults merge more often and scale the learning rate.
+MIN_STEPS = 64
+#: ... and at least this many replicas: two replicas keep one merge per
+#: epoch at the given rate whatever their steps (they lose little: 1.5
+#: points at 22 steps on digits, see docs/strategies.md).
+MIN_WORKERS = 4
+#: Merges per epoch the defaults pick then (at most one per step).
+MERGES_PER_EPOCH = 4
+LR_SCALINGS = ("auto", "none", "sqrt", "linear")
+
+
+class Plan:
+    """The merge schedule and learning-rate scaling a fit runs with.
+
+    Attributes
+    ----------
+    sync_every : int, float or "step"
+        What the strategy runs with (never ``"auto"``).
+    lr_factor : float
+        The learning rate is ``lr * lr_factor``.
+    warmup : bool
+        Whether the first epoch of the fit's schedule (epoch 0) runs at
+        half the rate (with a scaled rate and no ``lr_schedule``).
+    adapted : bool
+        Whether an ``"auto"`` default chose something other than one
+        merge per epoch at the unscaled rate.
+    steps : int
+        Optimizer steps per epoch of the replica with the most rows.
+    """
+
+    __slots__ = ("sync_every", "lr_factor", "warmup", "adapted", "steps")
+
+    def __init__(self, sync_every, lr_factor, warmup, adapted, steps):
+        self.sync_every = sync_every
+        self.lr_factor = float(lr_factor)
+        self.warmup = bool(warmup)
+        self.adapted = bool(adapted)
+        self.steps = int(steps)
+
+    def factor(self, epoch):
+        """The factor of epoch ``epoch`` (0-based, across fits)."""
+        if self.warmup and epoch == 0:
+            return 0.5 * self.lr_factor
+        return self.lr_factor
+
+    def describe(self):
+        """One line for ``verbose``: the schedule and why."""
+        every = self.sync_every
+        if every == "step":
+            merges = "a merge after every optimizer step"
+        elif every < 1:
+            merges = f"{round(1 / every)} merges per epoch"
+        elif every == 1:
+            merges = "one merge per epoch"
+        else:
+            merges = f"a merge every {every} epochs"
+        rate = "" if self.lr_factor == 1.0 else \
+            f", lr x{self.lr_factor:.3g}"
+        if self.warmup:
+            rate += " (half of it in the first epoch)"
+        why = ""
+        if self.adapted:
+            why = (f" (sync_every='auto': {self.steps} optimizer steps per "
+                   f"replica and epoch, fewer than {MIN_STEPS})")
+        return f"{merges}{rate}{why}"
+
+    def as_dict(self):
+        return {"sync_every": self.sync_every, "lr_factor": self.lr_factor,
+                "warmup": self.warmup, "adapted": self.adapted,
+                "steps": self.steps}
+
+
+def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
+         has_schedule=False):
+    """The :class:`Plan` for the parameters and the replicas' steps.
+
+    Parameters
+    ----------
+    sync_every : "auto", int, float or "step"
+    lr_scaling : {"auto", "none", "sqrt", "linear"}
+    n_workers : int
+    steps : int
+        Optimizer steps per epoch of the replica with the most rows.
+    fractions : bool
+        Whether the strategy merges within epochs (the synchronous one);
+        without, ``"auto"`` keeps one merge per epoch and the rate.
+    has_schedule : bool
+        Whether the user gave an ``lr_schedule`` (then no warm-up is
+        added to it).
+    """
+    few = n_workers >= MIN_WORKERS and steps < MIN_STEPS and fractions
+    adapted = False
+    if sync_every == "auto":
+        sync_every = 1
+        if few:
+            adapted = True
+            sync_every = "step" if steps <= MERGES_PER_EPOCH \
+                else 1 / MERGES_PER_EPOCH
+    if lr_scaling == "auto":
+        lr_scaling = "sqrt" if adapted else "none"
+    factor = {"none": 1.0, "sqrt": math.sqrt(n_workers),
+              "linear": float(n_workers)}[lr_scaling]
+    warmup = factor > 1.0 and not has_schedule
+    return Plan(sync_every, factor, warmup, adapted, steps)

@@ -1,0 +1,136 @@
+"""The defaults that adapt to the replicas' steps (sync_every="auto",
+lr_scaling="auto"): the rule, and fits that follow it."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_classification
+
+from dislib_nn import (AsyncEpochAveragingClassifier,
+                       SyncEpochAveragingClassifier)
+from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training._adaptive import (MERGES_PER_EPOCH, MIN_STEPS,
+                                          MIN_WORKERS, plan)
+from tests.training import _models
+
+
+# ------------------------------------------------------------- the rule
+@pytest.mark.parametrize("workers", [1, 2, 8])
+def test_enough_steps_keep_one_merge_at_the_given_rate(workers):
+    chosen = plan("auto", "auto", workers, MIN_STEPS)
+    assert (chosen.sync_every, chosen.lr_factor, chosen.warmup,
+            chosen.adapted) == (1, 1.0, False, False)
+
+
+@pytest.mark.parametrize("workers,steps,every", [
+    (16, MIN_STEPS - 1, 1 / MERGES_PER_EPOCH),
+    (32, 12, 1 / MERGES_PER_EPOCH),
+    (64, MERGES_PER_EPOCH, "step")])
+def test_few_steps_merge_more_often_at_a_sqrt_p_rate(workers, steps, every):
+    chosen = plan("auto", "auto", workers, steps)
+    assert chosen.sync_every == every and chosen.adapted
+    assert chosen.lr_factor == pytest.approx(math.sqrt(workers))
+    assert chosen.factor(0) == pytest.approx(math.sqrt(workers) / 2)
+    assert chosen.factor(1) == pytest.approx(math.sqrt(workers))
+    assert "fewer than" in chosen.describe()
+
+
+@pytest.mark.parametrize("workers", [1, MIN_WORKERS - 1])
+def test_few_replicas_never_adapt(workers):
+    assert not plan("auto", "auto", workers, 3).adapted
+
+
+def test_explicit_values_are_taken_as_given():
+    chosen = plan(2, "linear", 16, 3)
+    assert (chosen.sync_every, chosen.lr_factor, chosen.adapted) == \
+        (2, 16.0, False)
+    assert plan(0.5, "auto", 16, 3).lr_factor == 1.0
+    assert plan("auto", "none", 16, 3).lr_factor == 1.0
+
+
+def test_a_user_schedule_gets_no_warm_up():
+    chosen = plan("auto", "auto", 16, 3, has_schedule=True)
+    assert chosen.factor(0) == chosen.lr_factor
+
+
+def test_a_strategy_without_fractions_keeps_one_merge():
+    chosen = plan("auto", "auto", 16, 3, fractions=False)
+    assert (chosen.sync_every, chosen.lr_factor) == (1, 1.0)
+
+
+# ------------------------------------------------------------ the fits
+_MODULE = dict(module=_models.Classifier, module__batch_norm=False)
+
+
+def _data(n=256):
+    X, y = make_classification(n_samples=n, n_features=8, n_informative=6,
+                               n_classes=3, random_state=0)
+    return X.astype(np.float32), y
+
+
+def _weights(est):
+    return {k: v.detach().clone() for k, v in
+            est.module_.state_dict().items()}
+
+
+class _HalfFirst:
+    def __call__(self, epoch):
+        return 0.5 if epoch == 0 else 1.0
+
+
+def test_auto_equals_its_explicit_spelling():
+    """8 workers of batch 8 on 256 rows: 4 steps a replica, so "auto"
+    merges after every step at lr * sqrt(8), half of it in epoch 1."""
+    X, y = _data()
+    common = dict(**_MODULE, n_epochs=2, batch_size=8,
+                  n_workers=8, random_state=0, lr=0.05)
+    auto = SyncEpochAveragingClassifier(**common).fit(X, y)
+    spelled = SyncEpochAveragingClassifier(
+        **dict(common, lr=0.05 * math.sqrt(8)), sync_every="step",
+        lr_scaling="none", lr_schedule=_HalfFirst()).fit(X, y)
+    for key, value in _weights(spelled).items():
+        torch.testing.assert_close(_weights(auto)[key], value, rtol=1e-6,
+                                   atol=1e-6)
+    first = auto.history_[0]
+    assert first["schedule"]["adapted"] and \
+        first["schedule"]["sync_every"] == "step"
+    assert [r["lr"] for r in auto.history_] == pytest.approx(
+        [0.05 * math.sqrt(8) / 2, 0.05 * math.sqrt(8)])
+    assert first["n_merges"] == 4
+
+
+def test_four_workers_on_enough_rows_keep_one_merge_per_epoch():
+    X, y = _data(n=4 * 8 * MIN_STEPS)
+    est = SyncEpochAveragingClassifier(
+        **_MODULE, n_epochs=1, batch_size=8, n_workers=4,
+        random_state=0).fit(X, y)
+    assert est.history_[0]["n_merges"] == 1
+    assert not est.history_[0]["schedule"]["adapted"]
+    assert est.history_[0]["lr"] == pytest.approx(est.lr)
+
+
+def test_verbose_says_which_schedule_runs(capsys):
+    X, y = _data()
+    SyncEpochAveragingClassifier(
+        **_MODULE, n_epochs=1, batch_size=8, n_workers=8,
+        random_state=0, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert "a merge after every optimizer step" in out
+    assert "fewer than 64" in out
+
+
+def test_the_asynchronous_strategy_keeps_one_merge_per_epoch():
+    X, y = _data()
+    est = AsyncEpochAveragingClassifier(
+        **_MODULE, n_epochs=1, batch_size=8, n_workers=8,
+        random_state=0).fit(X, y)
+    assert est.history_[0]["schedule"]["sync_every"] == 1
+    assert est.history_[0]["lr"] == pytest.approx(est.lr)
+
+
+def test_bad_lr_scaling_names_the_value():
+    X, y = _data()
+    with pytest.raises(InvalidParameterError, match="lr_scaling.*'cube'"):
+        SyncEpochAveragingClassifier(**_MODULE, lr_scaling="cube").fit(X, y)
