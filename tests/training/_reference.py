@@ -114,3 +114,18 @@ def assert_same_model(model, expected, atol, rtol):
     for key in got:
         torch.testing.assert_close(got[key], want[key], atol=atol,
                                    rtol=rtol, msg=key)
+
+
+def regression_rows(n, features=4):
+    """``n`` rows of a noisy linear regression, float32, targets / 100."""
+    from sklearn.datasets import make_regression
+    X, y = make_regression(n_samples=n, n_features=features, noise=1.0,
+                           random_state=0)
+    return X.astype(np.float32), (y / 100).astype(np.float32)
+
+
+def small_mlp():
+    """The 4-8-1 MLP of the exact tests, seeded."""
+    from tests.training import _models
+    torch.manual_seed(0)
+    return _models.MLP(n_features_in=4, n_outputs=1, hidden=8)

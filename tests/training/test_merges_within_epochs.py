@@ -12,7 +12,6 @@ import copy
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import make_regression
 
 from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingRegressor)
@@ -22,15 +21,8 @@ from tests.training import _models, _reference as ref
 ATOL = 1e-5         # on the weights
 
 
-def _data(n, features=4):
-    X, y = make_regression(n_samples=n, n_features=features, noise=1.0,
-                           random_state=0)
-    return X.astype(np.float32), (y / 100).astype(np.float32)
-
-
-def _init():
-    torch.manual_seed(0)
-    return _models.MLP(n_features_in=4, n_outputs=1, hidden=8)
+_data = ref.regression_rows
+_init = ref.small_mlp
 
 
 @pytest.mark.parametrize("n_workers", [2, 4])

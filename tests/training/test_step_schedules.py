@@ -17,10 +17,8 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 import torch
-from sklearn.datasets import make_regression
 
 from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingRegressor)
@@ -46,15 +44,8 @@ def _with(callback, cls=SyncEpochAveragingRegressor):
     return build
 
 
-def _data(n, features=4):
-    X, y = make_regression(n_samples=n, n_features=features, noise=1.0,
-                           random_state=0)
-    return X.astype(np.float32), (y / 100).astype(np.float32)
-
-
-def _init():
-    torch.manual_seed(0)
-    return _models.MLP(n_features_in=4, n_outputs=1, hidden=8)
+_data = ref.regression_rows
+_init = ref.small_mlp
 
 
 def _tensors(X, y):
