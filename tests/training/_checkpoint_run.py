@@ -1,4 +1,4 @@
-"""A fit that tests/training/test_checkpoint.py runs in a subprocess.
+"""A fit that tests/training/callbacks/test_checkpoint.py runs in a subprocess.
 
     python -m tests.training._checkpoint_run OUT CKPT_DIR RESUME ESTIMATOR
 

@@ -195,7 +195,7 @@ def test_shuffle_modes_learn_like_plain_pytorch(shuffle):
 
 def test_same_random_state_same_model():
     # The asynchronous strategy is reproducible with max_lag=0 only
-    # (tests/training/test_async.py); otherwise merges run in the order
+    # (tests/training/strategies/test_async.py); otherwise merges run in the order
     # workers finish.
     X, y = _classification()
     a = _clf(module=_models.WithDropout, criterion=None,
@@ -207,7 +207,7 @@ def test_same_random_state_same_model():
 
 
 def test_n_workers_is_capped_by_the_number_of_blocks():
-    # A fixed partition (see tests/training/test_replicas.py for the
+    # A fixed partition (see tests/training/strategies/test_replicas.py for the
     # global shuffle, which re-blocks).
     X, y = _classification()
     x = dnn.from_array(X, n_blocks=3)
@@ -366,7 +366,7 @@ def test_merge_tree_gives_the_weighted_mean_of_the_finite_replicas():
     # The merge tasks run for real: the merged model is the sample-
     # weighted mean, computed by hand, of the replicas that did not
     # diverge; the tree releases its partial sums, never the replicas.
-    # (Its depth, ceil(log2 P), is checked by tests/training/test_merge.py
+    # (Its depth, ceil(log2 P), is checked by tests/training/merge/test_merge.py
     # on the pure reduction and by tests/test_benchmarks.py on the task
     # graph.)
     replicas = [{"w": torch.full((3,), float(i)),

@@ -11,10 +11,9 @@ import sys
 import pytest
 
 from tests._procs import descendants, wait_for, wait_until_gone
+from tests.training._paths import ROOT, SCRIPTS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts",
-                      "interrupt_fit.py")
+SCRIPT = os.path.join(SCRIPTS, "interrupt_fit.py")
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"),
                                 reason="reads processes from /proc")

@@ -13,10 +13,9 @@ from dislib_nn import (SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import NotFittedError, ShapeError
 from tests.training._models import MLP, Classifier
+from tests.training._paths import ROOT, SCRIPTS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts",
-                      "persist_fit.py")
+SCRIPT = os.path.join(SCRIPTS, "persist_fit.py")
 
 
 def _data():

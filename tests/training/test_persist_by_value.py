@@ -21,9 +21,8 @@ import torch
 from dislib_nn import SyncEpochAveragingClassifier
 from tests.conftest import use_backend
 from tests.training._models import Classifier
+from tests.training._paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 
 _PREAMBLE = """
 import json

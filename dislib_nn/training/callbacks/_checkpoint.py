@@ -39,6 +39,7 @@ from dislib_nn.exceptions import CheckpointMismatchError, InvalidParameterError
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training import _fitted
 from dislib_nn.training.callbacks._core import Callback
+from dislib_nn.training.callbacks._records import monitored
 
 __all__ = ["FILE_NAME", "Checkpoint", "snapshot", "write", "load",
            "check_params", "check_model", "check_workers", "describe",
@@ -199,12 +200,8 @@ class Checkpoint(Callback):
     def _improved(self, record):
         if self.keep_best is None:
             return False
-        if self.keep_best not in record:
-            raise ValueError(
-                f"Checkpoint keeps the best {self.keep_best!r}, which the "
-                f"records of this fit do not have; their keys are "
-                f"{sorted(record.keys())}.")
-        value = record[self.keep_best]
+        value = monitored(record, self.keep_best,
+                          "Checkpoint keeps the best")
         if value is None or value != value:
             return False
         return self.best_ is None or (value < self.best_ if self.mode
@@ -346,11 +343,8 @@ def check_params(estimator, checkpoint, path):
         raise CheckpointMismatchError(
             f"The checkpoint {path} was written by "
             f"{checkpoint['estimator']}, not {name}.")
-    ours, theirs = describe_params(estimator), checkpoint["params"]
-    diffs = [f"{k}: checkpoint {theirs.get(k, '(unset)')}, estimator "
-             f"{ours.get(k, '(unset)')}"
-             for k in sorted(set(ours) | set(theirs))
-             if ours.get(k) != theirs.get(k)]
+    diffs = _differences(checkpoint["params"], describe_params(estimator),
+                         "estimator", "(unset)")
     if diffs:
         raise CheckpointMismatchError(
             f"The checkpoint {path} was written with other parameters "
@@ -361,16 +355,23 @@ def check_params(estimator, checkpoint, path):
 
 def check_model(estimator, checkpoint, path):
     """Refuse a checkpoint whose model has other entries or shapes."""
-    ours = _shapes(estimator.module_.state_dict())
-    theirs = checkpoint["keys"]
-    diffs = [f"{k}: checkpoint {theirs.get(k, 'absent')}, module "
-             f"{ours.get(k, 'absent')}"
-             for k in sorted(set(ours) | set(theirs))
-             if ours.get(k) != theirs.get(k)]
+    diffs = _differences(checkpoint["keys"],
+                         _shapes(estimator.module_.state_dict()),
+                         "module", "absent")
     if diffs:
         raise CheckpointMismatchError(
             f"The checkpoint {path} holds another module's weights: "
             + "; ".join(diffs) + ".")
+
+
+def _differences(theirs, ours, what, missing):
+    """``"key: checkpoint A, <what> B"`` for each key whose values differ
+    between the checkpoint's dict and ours (``missing`` where a side
+    lacks the key)."""
+    return [f"{k}: checkpoint {theirs.get(k, missing)}, {what} "
+            f"{ours.get(k, missing)}"
+            for k in sorted(set(ours) | set(theirs))
+            if ours.get(k) != theirs.get(k)]
 
 
 def check_workers(estimator, checkpoint, path):

@@ -10,6 +10,7 @@ import numbers
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.callbacks._checkpoint import fetch_copy
 from dislib_nn.training.callbacks._core import Callback
+from dislib_nn.training.callbacks._records import monitored
 
 __all__ = ["EarlyStopping"]
 
@@ -117,12 +118,7 @@ class EarlyStopping(Callback):
 
     # -------------------------------------------------------- helpers
     def _score(self, record):
-        if self.monitor not in record:
-            raise ValueError(
-                f"EarlyStopping monitors {self.monitor!r}, which the "
-                f"records of this fit do not have; their keys are "
-                f"{sorted(record.keys())}.")
-        score = record[self.monitor]
+        score = monitored(record, self.monitor, "EarlyStopping monitors")
         if score is None and self.monitor == "valid_loss":
             score = record["train_loss"]
         if score is None:

@@ -181,3 +181,14 @@ def merges_of(epoch, fields):
                 for m in fields["merges"]]
     return [MergeRecord(epoch, k) for k in range(int(fields.get(
         "n_merges", 1 if fields.get("merged") else 0)))]
+
+
+def monitored(record, key, role):
+    """``record[key]`` for a callback that watches ``key``; a key the
+    fit's records lack is the user's mistake, named with ``role`` (for
+    instance ``"EarlyStopping monitors"``) and the keys there are."""
+    if key not in record:
+        raise ValueError(
+            f"{role} {key!r}, which the records of this fit do not have; "
+            f"their keys are {sorted(record.keys())}.")
+    return record[key]

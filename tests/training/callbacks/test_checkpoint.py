@@ -18,9 +18,8 @@ from dislib_nn.exceptions import (CheckpointMismatchError,
 from tests.conftest import BACKENDS
 from tests.training import _checkpoint_run as run
 from tests.training._models import MLP
+from tests.training._paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 KILL_EPOCH = 2          # 0-based: killed half-way through the third epoch
 
 

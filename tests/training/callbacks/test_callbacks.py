@@ -32,9 +32,8 @@ from dislib_nn.callbacks import (Callback, Checkpoint, CSVLogger,
 from dislib_nn.exceptions import InvalidParameterError, MissingDependencyError
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
+from tests.training._paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 
 
 @pytest.fixture(autouse=True)

@@ -24,11 +24,10 @@ from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingRegressor)
 from dislib_nn.callbacks import LRScheduler
 from tests.training import _models, _reference as ref
+from tests.training._paths import ROOT
 
 ATOL = 1e-5         # on the weights
 SCHED = torch.optim.lr_scheduler
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 
 
 def warm_then_constant(step):

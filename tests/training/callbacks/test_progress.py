@@ -6,6 +6,7 @@ import time
 import pytest
 
 from dislib_nn.training.callbacks._progress import Ticker
+from tests.training._paths import SCRIPTS
 
 
 class Terminal(io.StringIO):
@@ -44,8 +45,7 @@ def test_verbose_announces_the_pool_start_once():
     import os
     import subprocess
     import sys
-    script = os.path.join(os.path.dirname(__file__), "scripts",
-                          "verbose_start.py")
+    script = os.path.join(SCRIPTS, "verbose_start.py")
     env = dict(os.environ, DISLIB_NN_BACKEND="local", DISLIB_NN_WORKERS="2")
     done = subprocess.run([sys.executable, script], capture_output=True,
                           text=True, env=env, timeout=300)
