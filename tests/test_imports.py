@@ -29,6 +29,7 @@ TASK_MODULES = [
     "dislib_nn.training.tasks._train",
     "dislib_nn.training.tasks._torch_loop",
     "dislib_nn.training.tasks._blocks",
+    "dislib_nn.training.tasks._batchnorm",
     "dislib_nn.training.strategies._sync",
     "dislib_nn.training.strategies._async",
     "dislib_nn.training.callbacks._checkpoint",

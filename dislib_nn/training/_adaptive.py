@@ -19,9 +19,14 @@ it and ``history_`` records it.
 """
 
 import math
+import numbers
 
-__all__ = ["Plan", "plan", "MIN_STEPS", "MIN_WORKERS", "MERGES_PER_EPOCH",
-           "LR_SCALINGS"]
+from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training._param_validation import (EpochFraction, Interval,
+                                                  Options)
+
+__all__ = ["Plan", "plan", "sync_every_at", "MIN_STEPS", "MIN_WORKERS",
+           "MERGES_PER_EPOCH", "LR_SCALINGS"]
 
 #: Fewer optimizer steps per replica and epoch than this and the
 #: defaults merge more often and scale the learning rate.
@@ -35,13 +40,35 @@ MERGES_PER_EPOCH = 4
 LR_SCALINGS = ("auto", "none", "sqrt", "linear")
 
 
+_EPOCH_VALUES = (Interval(numbers.Integral, 1, None), EpochFraction(),
+                 Options("step"))
+
+
+def sync_every_at(sync_every, epoch):
+    """The merges of ``epoch`` (0-based, counted across fits):
+    ``sync_every`` itself, or what a callable ``sync_every`` returns for
+    the epoch (a schedule such as post-local SGD's: frequent merges
+    first, rarer ones later), checked."""
+    if not callable(sync_every):
+        return sync_every
+    value = sync_every(epoch)
+    if not any(c.is_satisfied_by(value) for c in _EPOCH_VALUES):
+        raise InvalidParameterError(
+            f"The 'sync_every' callable must return an int in the range "
+            f"[1, inf), a fraction 1/k of an epoch (0.5, 0.25, 0.1, ...) "
+            f"or 'step' for every epoch. sync_every({epoch}) returned "
+            f"{value!r} instead.")
+    return value
+
+
 class Plan:
     """The merge schedule and learning-rate scaling a fit runs with.
 
     Attributes
     ----------
-    sync_every : int, float or "step"
-        What the strategy runs with (never ``"auto"``).
+    sync_every : int, float, "step" or callable
+        What the strategy runs with (never ``"auto"``); a callable gives
+        each epoch's (:func:`sync_every_at`).
     lr_factor : float
         The learning rate is ``lr * lr_factor``.
     warmup : bool
@@ -69,10 +96,17 @@ class Plan:
             return 0.5 * self.lr_factor
         return self.lr_factor
 
+    def at(self, epoch):
+        """The merges of epoch ``epoch`` (0-based, across fits)."""
+        return sync_every_at(self.sync_every, epoch)
+
     def describe(self):
         """One line for ``verbose``: the schedule and why."""
         every = self.sync_every
-        if every == "step":
+        if callable(every):
+            merges = "merges as the sync_every callable gives them, epoch " \
+                     "by epoch"
+        elif every == "step":
             merges = "a merge after every optimizer step"
         elif every < 1:
             merges = f"{round(1 / every)} merges per epoch"
@@ -90,8 +124,13 @@ class Plan:
                    f"replica and epoch, fewer than {MIN_STEPS})")
         return f"{merges}{rate}{why}"
 
-    def as_dict(self):
-        return {"sync_every": self.sync_every, "lr_factor": self.lr_factor,
+    def as_dict(self, epoch=None):
+        """The plan as plain data; ``sync_every`` that of ``epoch`` when
+        it comes from a callable (``"callable"`` without an epoch)."""
+        every = self.sync_every
+        if callable(every):
+            every = "callable" if epoch is None else self.at(epoch)
+        return {"sync_every": every, "lr_factor": self.lr_factor,
                 "warmup": self.warmup, "adapted": self.adapted,
                 "steps": self.steps}
 
@@ -108,8 +147,8 @@ def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
     steps : int
         Optimizer steps per epoch of the replica with the most rows.
     fractions : bool
-        Whether the strategy merges within epochs (the synchronous one);
-        without, ``"auto"`` keeps one merge per epoch and the rate.
+        Whether the strategy merges within epochs (both built-in ones
+        do); without, ``"auto"`` keeps one merge per epoch and the rate.
     has_schedule : bool
         Whether the user gave an ``lr_schedule`` (then no warm-up is
         added to it).

@@ -11,7 +11,9 @@ climbs a ladder of small steps that subclasses may override:
 ``_fit_epochs``
     build the strategy (``_strategy_class``, see :mod:`.strategies`)
     and the callbacks (:meth:`_callbacks`), run the epoch loop
-    (:mod:`._epoch_loop`), then fetch the model (:meth:`_finish`).
+    (:mod:`._epoch_loop`), recompute the final model's BatchNorm
+    statistics when ``recompute_batchnorm`` says so
+    (:mod:`.tasks._batchnorm`), then fetch the model (:meth:`_finish`).
 
 What differs between classifiers and regressors is in ``_targets``
 (:mod:`._targets`); predictions and scores are in :mod:`._predict`;
@@ -31,6 +33,7 @@ from dislib_nn.data import shuffle
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _fitted, _seeds
 from dislib_nn.training._adaptive import plan as adaptive_plan
+from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training._components import (Components, check_step,
                                             first_float_dtype,
                                             inferable_arguments, materialize,
@@ -52,6 +55,7 @@ from dislib_nn.training.strategies._dealing import EpochData
 from dislib_nn.training.strategies._interface import Carry, FitSetup
 from dislib_nn.training.strategies._lifetimes import Lifetimes
 from dislib_nn.training.strategies._sync import SyncStrategy
+from dislib_nn.training.tasks import _batchnorm
 from dislib_nn.training.tasks._train import train_task_for
 
 __all__ = ["EpochAveragingBase", "SyncEpochAveragingBase",
@@ -197,10 +201,12 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         self._check_batch_norm_batch()
         components = self._components(self._inferred)
         lifetimes = Lifetimes()
+        recompute = _batchnorm.wanted(self.recompute_batchnorm,
+                                      self.n_workers_, self.module_)
         epochs = EpochData(
             data.x, data.y, self.n_workers_, self.shuffle,
             _seeds.seed_for(self._seed, _seeds.EPOCHS), _shuffle,
-            balance=bool(self.balance))
+            balance=bool(self.balance), keep_last=recompute)
         setup = FitSetup(
             components, epochs,
             {k: v.detach().clone()
@@ -209,7 +215,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             self.get_params(deep=False), self._output,
             [k for k, _ in self.module_.named_parameters()], lifetimes,
             train_task_for(self.device, self.on_failure))
-        plan = self._plan(setup)
+        plan = self._plan(setup, n_epochs)
         setup.params["sync_every"] = plan.sync_every
         named = self._callbacks(plan)
         for _, cb in named:
@@ -224,7 +230,11 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         final = run_epochs(self, strategy, named,
                            self.n_epochs_, self.n_epochs_ + n_epochs,
                            float(self.lr), self._validation(components, data))
+        if recompute:
+            final = self._recompute_batch_norm(setup, final)
         self._finish(final, strategy.carry())
+        if recompute:
+            _fitted.note_batchnorm_recomputed(self)
 
     def _validation(self, components, data):
         """``model -> futures of per-block statistics``, or None."""
@@ -237,9 +247,13 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 y=data.y_valid, classes=None, with_loss=True)
         return validate
 
-    def _plan(self, setup):
+    def _plan(self, setup, n_epochs):
         """What ``sync_every="auto"`` and ``lr_scaling="auto"`` run as
-        (:mod:`._adaptive`), from the replicas' steps in the first epoch."""
+        (:mod:`._adaptive`), from the replicas' steps in the first epoch;
+        a callable ``sync_every`` is checked for each of the fit's
+        ``n_epochs`` epochs first, before anything is submitted."""
+        for epoch in range(self.n_epochs_, self.n_epochs_ + n_epochs):
+            sync_every_at(self.sync_every, epoch)
         return adaptive_plan(
             self.sync_every, self.lr_scaling, self.n_workers_,
             setup.steps_per_epoch(self.n_epochs_),
@@ -309,6 +323,18 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 f"The 'batch_size' parameter of {type(self).__name__} must "
                 f"be at least 2 for a module with BatchNorm layers, which "
                 f"cannot train on batches of one row. Got 1 instead.")
+
+    def _recompute_batch_norm(self, setup, final_model):
+        """The final model with its BatchNorm statistics recomputed over
+        the last epoch's rows (:mod:`.tasks._batchnorm`): after the last
+        merge and early stopping's choice, so after the last
+        validation."""
+        epoch, blocks = setup.data.last_dealt()
+        if self.verbose:
+            print(f"recomputing the BatchNorm statistics of the final "
+                  f"model over epoch {epoch + 1}'s rows: {len(blocks)} "
+                  f"tasks and one merge", flush=True)
+        return _batchnorm.submit_recompute(setup, final_model, epoch, blocks)
 
     def _finish(self, final_model, carry):
         """Fetch the final model and what the strategy carries (a

@@ -96,7 +96,8 @@ def _read(state, callbacks, clock, handle, valid):
                "train_loss": fields.pop("train_loss"),
                "valid_loss": None, "valid_score": None,
                "lr": float(handle.lr), "merged": bool(handle.merged),
-               "dur_s": max(0.0, end - clock[0])}
+               "dur_s": max(0.0, end - clock[0]),
+               "batchnorm_recomputed": False}
     clock[0] = end
     if valid_stats:
         stats = _metrics.combine_all(valid_stats)

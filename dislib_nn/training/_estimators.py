@@ -31,19 +31,21 @@ _ASYNC_STRATEGY = """
     samples and discounted by its staleness; merges run one at a time in
     whatever order workers finish, and each worker starts its next epoch
     from the global model its merge returned, without waiting for the
-    others. ``max_lag`` bounds how many epochs a worker may run ahead of
-    the slowest (see docs/strategies.md).
+    others. ``max_lag`` bounds how many rounds (merges) a worker may run
+    ahead of the slowest (see docs/strategies.md).
 """
 
 _ASYNC_PARAMETERS = """    max_lag : int or None, default=1
-        How many epochs (merge rounds, with ``sync_every`` > 1) any
-        worker may run ahead of the slowest. 0 starts every epoch from
-        the model with all of the previous epoch's merges (the
-        synchronous strategy's model); None never makes a worker wait.
+        How many rounds (merges: an epoch, ``sync_every`` epochs, or a
+        share of an epoch when ``sync_every`` is a fraction or
+        ``"step"``) any worker may run ahead of the slowest. 0 starts
+        every round from the model with all of the previous round's
+        merges (the synchronous strategy's model); None never makes a
+        worker wait.
     staleness_exponent : float, default=0.5
         A merge's weight is its share of the samples times
         ``(1 + tau) ** -staleness_exponent``, where ``tau`` is how many
-        epochs the global model moved beyond what a synchronous round
+        rounds the global model moved beyond what a synchronous round
         would have merged since the worker's snapshot; 0 turns the
         discount off.
 """
@@ -80,14 +82,14 @@ _PARAMETERS = """
     n_workers : int, default=None
         Replicas trained in parallel (``None``: as many as the runtime
         runs at once); never more than the number of blocks of X.
-    sync_every : int, float, "step" or "auto", default="auto"
+    sync_every : int, float, "step", "auto" or callable, default="auto"
         Epochs between merges; the last epoch of a fit always merges.
-        The synchronous estimators also take a fraction ``1 / k`` of an
-        epoch (``0.25``: four merges an epoch, each replica training on
-        the next quarter of its rows between them) or ``"step"`` (a
-        merge after every optimizer step). ``"auto"``: one merge per
-        epoch, except for the synchronous estimators with 4 replicas or
-        more making fewer than 64 optimizer steps an epoch each: four
+        Also a fraction ``1 / k`` of an epoch (``0.25``: four merges an
+        epoch, each replica training on the next quarter of its rows
+        between them) or ``"step"`` (a merge after every optimizer
+        step), or a callable ``epoch -> one of those`` (0-based epochs,
+        counted across fits) for a schedule of merges. ``"auto"``: one merge per epoch, except with 4 replicas
+        or more making fewer than 64 optimizer steps an epoch each: four
         merges per epoch (one per step with 4 steps or fewer); see
         docs/strategies.md, "What the defaults adapt to".
     lr_scaling : {{"auto", "none", "sqrt", "linear"}}, default="auto"
@@ -203,6 +205,25 @@ _PARAMETERS = """
         diverging); CUDA only, refused by ``fit`` before any training
         task where they would run on the CPU. Weights, optimizer states
         and merges stay float32.
+    merge_precision : {{"fp32", "bf16"}}, default="fp32"
+        What a replica sends to the merge that follows its training
+        task. ``"bf16"``: its update from the model its round started
+        from, each floating-point entry cast to bfloat16 (half the
+        bytes), which the merges widen to float32, average and add to
+        the float32 global model; a task no merge follows returns its
+        float32 state as with ``"fp32"``. Weights, optimizer states, the
+        merged model and the partial sums between merge tasks stay
+        float32. See docs/strategies.md.
+    recompute_batchnorm : bool or "auto", default="auto"
+        At the end of every fit (after the last merge and early
+        stopping's choice), recompute the final model's BatchNorm
+        running statistics: one task per worker runs it in train mode
+        over its rows of the last epoch with the statistics reset and
+        ``momentum=None``, and one task averages what they found,
+        weighted by their batch counts (SWAP). ``"auto"``: with 4
+        replicas or more. Nothing runs for a module without BatchNorm
+        layers tracking running statistics. The last epoch's
+        ``valid_score`` is of the model before. See docs/strategies.md.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
@@ -219,8 +240,10 @@ _PARAMETERS = """
         ``worker_samples`` and ``worker_compute_s`` (rows and seconds of
         each worker's training task), ``diverged``, ``skipped`` and
         ``retried`` (the workers whose epoch diverged, raised and was
-        dropped, or ran more than once; see ``on_failure``) and
-        ``errors`` (worker -> what its skipped epoch raised){merges}.
+        dropped, or ran more than once; see ``on_failure``),
+        ``errors`` (worker -> what its skipped epoch raised) and
+        ``batchnorm_recomputed`` (True in a fit's last record when
+        ``recompute_batchnorm`` ran){merges}.
     n_epochs_ : int
         Epochs run, over all calls to ``fit`` and ``partial_fit`` since
         the model was created.

@@ -10,7 +10,8 @@ the same attributes:
 - ``fit`` and ``partial_fit``: :func:`learn_inputs`, :func:`learn_classes`
   or :func:`learn_targets`, :func:`start` (a new model),
   :func:`set_workers`, :func:`end_epoch` (the history callback),
-  :func:`finish` (the model fetched after the last epoch);
+  :func:`finish` (the model fetched after the last epoch),
+  :func:`note_batchnorm_recomputed`;
 - ``fit(resume=True)``: :func:`start`, then :func:`resume` (the
   checkpoint's model, history and carried state);
 - ``load``: :func:`for_file` (what ``save`` writes), then :func:`loaded`;
@@ -24,7 +25,8 @@ from dislib_nn.training._components import first_float_dtype
 
 __all__ = ["PUBLIC", "PRIVATE", "ATTRIBUTES", "learn_inputs",
            "learn_classes", "learn_targets", "start", "set_workers",
-           "end_epoch", "finish", "resume", "for_file", "loaded",
+           "end_epoch", "finish", "note_batchnorm_recomputed",
+           "resume", "for_file", "loaded",
            "snapshot", "Snapshot"]
 
 #: The fitted attributes of the public API (``n_features_in_`` for 2-D X
@@ -98,6 +100,12 @@ def finish(est, state, optimizer_states, carried):
     est.module_.eval()
     est.optimizer_states_ = optimizer_states
     est._carried = dict(carried)
+
+
+def note_batchnorm_recomputed(est):
+    """The fit's final model got its BatchNorm statistics recomputed
+    (after :func:`finish`): its last record says so."""
+    est.history_[-1]["batchnorm_recomputed"] = True
 
 
 def resume(est, model, n_epochs, history, optimizer_states, carried):

@@ -53,7 +53,8 @@ class ParamsMixin:
         "batch_size": [p.Interval(_INT, 1, None)],
         "n_workers": [p.NoneValue(), p.Interval(_INT, 1, None)],
         "sync_every": [p.Interval(_INT, 1, None), p.EpochFraction(),
-                       p.Options("auto", "step")],
+                       p.Options("auto", "step"), p.Callable(
+                           "a callable (epoch -> any of those but 'auto')")],
         "lr_scaling": [p.Options(*LR_SCALINGS)],
         "shuffle": [p.Options(*SHUFFLE_MODES)],
         "optimizer_state": [p.Options("keep", "reset", "average")],
@@ -78,6 +79,8 @@ class ParamsMixin:
         "accumulate_grad_batches": [p.Interval(_INT, 1, None)],
         # After "device": fp16 is checked against the tasks' device.
         "precision": [p.Precision()],
+        "merge_precision": [p.Options("fp32", "bf16")],
+        "recompute_batchnorm": [p.Boolean(), p.Options("auto")],
         "callbacks": [p.NoneValue(), p.CallbackList()],
         "outer_optimizer": [p.NoneValue(), p.Callable(
             "a torch.optim.Optimizer subclass or a callable returning "
@@ -96,6 +99,7 @@ class ParamsMixin:
                  on_failure="retry", max_retries=2, grad_clip_norm=None,
                  grad_clip_value=None, accumulate_grad_batches=1,
                  precision="fp32", callbacks=None, outer_optimizer=None,
+                 merge_precision="fp32", recompute_batchnorm="auto",
                  **kwargs):
         self.module = module
         self.criterion = criterion
@@ -129,6 +133,8 @@ class ParamsMixin:
         self.precision = precision
         self.callbacks = callbacks
         self.outer_optimizer = outer_optimizer
+        self.merge_precision = merge_precision
+        self.recompute_batchnorm = recompute_batchnorm
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)

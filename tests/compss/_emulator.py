@@ -53,14 +53,16 @@ def _command(how, app, *args):
 # The runs tests/compss checks, from the apps' folder. They take minutes
 # of CPU and none of the suite's other tests needs them, so they start
 # with the session, beside the rest of the suite, and their tests run
-# last (tests/conftest.py). The serial emulator runs one task at a time:
-# fit_app's two halves side by side finish sooner than one run of both.
-# The concurrent runs check what concurrency can change: the order of
-# the asynchronous merges and of commutative updates, races between
-# tasks (the synchronous results must not change).
-AHEAD = {("fit_app.py", "compss-sync"): ("compss", "fit_app.py", "sync"),
-         ("fit_app.py", "compss-async"): ("compss", "fit_app.py", "async"),
-         ("fit_app.py", "compss-concurrent-sync"): (
+# last (tests/conftest.py). fit_app's two halves side by side finish
+# sooner than one run of both. The concurrent runs check what
+# concurrency can change: the order of the asynchronous merges and of
+# commutative updates, races between tasks (the synchronous results must
+# not change). fit_app, the costly one, runs under the concurrent
+# emulator only: a serial run orders its tasks in one of the ways a
+# concurrent one may, and what it could catch alone (a result that
+# depends on the order) the concurrent run's comparisons catch too.
+# data_app runs in both modes.
+AHEAD = {("fit_app.py", "compss-concurrent-sync"): (
              "compss-concurrent", "fit_app.py", "sync"),
          ("fit_app.py", "compss-concurrent-async"): (
              "compss-concurrent", "fit_app.py", "async"),

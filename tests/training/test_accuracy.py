@@ -91,10 +91,12 @@ def test_batchnorm_statistics_merge_into_valid_models(n_workers, epochs):
     for cls in (SyncEpochAveragingClassifier, AsyncEpochAveragingClassifier):
         # One merge per epoch at lr for both strategies: the comparison
         # is of their merges, not of the schedule sync_every="auto"
-        # picks for the synchronous one at 4 and 8 replicas.
+        # picks for the synchronous one at 4 and 8 replicas, nor of the
+        # statistics recompute_batchnorm="auto" recomputes there.
         clf = cls(module=init, n_workers=n_workers, n_epochs=epochs,
                   batch_size=32, lr=0.003, optimizer=torch.optim.Adam,
-                  random_state=0, sync_every=1, lr_scaling="none")
+                  random_state=0, sync_every=1, lr_scaling="none",
+                  recompute_batchnorm=False)
         clf.fit(X_train, y_train)
         for name, value in clf.module_.state_dict().items():
             if name.endswith("running_var"):

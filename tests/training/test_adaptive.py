@@ -121,13 +121,27 @@ def test_verbose_says_which_schedule_runs(capsys):
     assert "fewer than 64" in out
 
 
-def test_the_asynchronous_strategy_keeps_one_merge_per_epoch():
-    X, y = _data()
-    est = AsyncEpochAveragingClassifier(
-        **_MODULE, n_epochs=1, batch_size=8, n_workers=8,
-        random_state=0).fit(X, y)
-    assert est.history_[0]["schedule"]["sync_every"] == 1
-    assert est.history_[0]["lr"] == pytest.approx(est.lr)
+def test_the_asynchronous_strategy_follows_the_same_rule():
+    """Its "auto" is its explicit spelling, as the synchronous one's, and
+    both defaults give the same model (at max_lag=0, so that the order
+    merges run in changes nothing but rounding)."""
+    X, y = _data(n=512)                        # 8 steps a replica
+    common = dict(**_MODULE, n_epochs=2, batch_size=8, max_lag=0,
+                  n_workers=8, random_state=0, lr=0.05)
+    auto = AsyncEpochAveragingClassifier(**common).fit(X, y)
+    spelled = AsyncEpochAveragingClassifier(
+        **dict(common, lr=0.05 * math.sqrt(8)), sync_every=0.25,
+        lr_scaling="none", lr_schedule=_HalfFirst()).fit(X, y)
+    del common["max_lag"]
+    sync = SyncEpochAveragingClassifier(**common).fit(X, y)
+    for other in (spelled, sync):
+        for key, value in _weights(other).items():
+            torch.testing.assert_close(_weights(auto)[key], value,
+                                       rtol=1e-5, atol=1e-5)
+    first = auto.history_[0]
+    assert first["schedule"]["adapted"] and \
+        first["schedule"]["sync_every"] == 0.25
+    assert len(first["merges"]) == 4 * 8
 
 
 def test_bad_lr_scaling_names_the_value():

@@ -116,6 +116,10 @@ FIT_MISTAKES = {
         _clf, {"optimizer": _not_callable_optimizer}, X, Y, TypeError,
         r"optimizer _not_callable_optimizer must build a "
         r"torch.optim.Optimizer .* It returned list"),
+    "merge_precision_fp16": (
+        _clf, {"merge_precision": "fp16"}, X, Y, InvalidParameterError,
+        r"The 'merge_precision' parameter of SyncEpochAveragingClassifier "
+        r"must be a str among \{'fp32', 'bf16'\}. Got 'fp16' instead."),
     "criterion_not_reduced": (
         _clf, {"criterion": VectorLoss}, X, Y, ValueError,
         r"criterion VectorLoss must return a scalar .* It returned a "

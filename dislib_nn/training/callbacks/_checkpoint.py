@@ -50,9 +50,10 @@ BEST_FILE = "checkpoint-best.pt"
 _TEMP_PREFIX = ".checkpoint-"
 _FORMAT = 1
 #: parameters a resumed fit may change: they do not alter the epochs
-#: already run (n_epochs only says where the fit ends).
+#: already run (n_epochs only says where the fit ends; a checkpoint holds
+#: the model before any BatchNorm recompute).
 FREE_PARAMS = ("n_epochs", "verbose", "warm_start", "checkpoint_dir",
-               "on_failure", "max_retries")
+               "on_failure", "max_retries", "recompute_batchnorm")
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 

@@ -267,7 +267,7 @@ class LearningRate(Callback):
     def on_epoch_end(self, state, record, handle):
         self.schedule.observe(record)
         if self.plan is not None:
-            record["schedule"] = self.plan.as_dict()
+            record["schedule"] = self.plan.as_dict(record.epoch - 1)
         return False
 
 

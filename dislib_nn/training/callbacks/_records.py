@@ -11,7 +11,7 @@ __all__ = ["FitState", "EpochRecord", "MergeRecord", "HISTORY_KEYS"]
 #: The keys every ``history_`` dict starts with, in this order; the
 #: strategy's fields (and keys callbacks add) follow.
 HISTORY_KEYS = ("epoch", "train_loss", "valid_loss", "valid_score", "lr",
-                "merged", "dur_s")
+                "merged", "dur_s", "batchnorm_recomputed")
 
 
 class FitState:
@@ -85,6 +85,11 @@ class EpochRecord:
         Whether the replicas were merged at the end of the epoch.
     dur_s : float
         Seconds from the end of the previous epoch read.
+    batchnorm_recomputed : bool
+        False when the epoch is read; set True on a fit's last record
+        once the fit has recomputed its final model's BatchNorm
+        statistics (``recompute_batchnorm``), after every callback saw
+        the record.
     merges : list of MergeRecord
         The merges the epoch ran, in order (see :class:`MergeRecord`).
     model : future or None

@@ -64,7 +64,7 @@ rows, whatever its own: share ``1 / P``, and ``N / P`` rows of progress
 
 import torch
 
-from dislib_nn.training.merge import _outer, _sums
+from dislib_nn.training.merge import _outer, _payload, _sums
 
 __all__ = ["staleness", "discount", "merge_weight", "replay",
            "FoldRules", "new_global", "fold", "snapshot_of"]
@@ -147,11 +147,13 @@ class FoldRules:
         self.param_keys = frozenset(param_keys)
         self.average_optims = bool(average_optims)
 
-    def counted_rows(self, n_samples):
+    def counted_rows(self, n_samples, round_rows=None):
         """The rows a merge counts: its own, or with ``equal_shares``
-        (``balance=True``) an even deal's ``n_rows / n_workers``."""
+        (``balance=True``) an even deal's share of the round's rows
+        (``round_rows``, by default ``n_rows``)."""
         if self.equal_shares:
-            return self.n_rows / self.n_workers
+            return (self.n_rows if round_rows is None
+                    else round_rows) / self.n_workers
         return n_samples
 
     @property
@@ -183,11 +185,19 @@ def snapshot_of(glob):
 
 
 def fold(glob, start_state, start_progress, trained_state, n_samples,
-         rules, trained_optim=None, finite=True):
+         rules, trained_optim=None, finite=True, round_rows=None):
     """Fold one worker's update into the global model ``glob`` in place.
 
     A replica that is not ``finite`` (its loss or state diverged) folds
     no update (weight 0); its rows still count as merged progress.
+    ``round_rows`` are the rows of the round this update belongs to
+    (all workers' rows of its share of the epoch, when rounds are
+    shares; by default the epoch's ``rules.n_rows``): weights and
+    staleness are fractions of it. ``trained_state`` may be a
+    :class:`~._payload.Delta` from ``start_state`` (``merge_precision=
+    "bf16"``): its float32-widened updates stand for ``trained -
+    start``, and ``start + update`` for the trained values that
+    buffers blend with.
 
     Returns
     -------
@@ -195,13 +205,17 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
         ``staleness`` and ``weight`` of this merge, and ``index``, its
         position among the fit's merges.
     """
-    n_samples = rules.counted_rows(n_samples)
-    tau = staleness(glob["progress"] - start_progress, n_samples,
-                    rules.n_rows)
-    share = n_samples / rules.n_rows
+    n_rows = rules.n_rows if round_rows is None else max(1, round_rows)
+    n_samples = rules.counted_rows(n_samples, n_rows)
+    tau = staleness(glob["progress"] - start_progress, n_samples, n_rows)
+    share = n_samples / n_rows
     weight = share * discount(tau, rules.exponent)
+    deltas = None
     if not finite:
         weight, trained_state, trained_optim = 0.0, start_state, None
+    elif isinstance(trained_state, _payload.Delta):
+        deltas = _payload.widened(trained_state)
+        trained_state = _payload.apply(start_state, deltas)
     velocity, pending = glob["velocity"], glob["pending"]
     if glob["merges"] % rules.n_workers == 0:
         glob["round_weight"] = 0.0
@@ -216,7 +230,8 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
         if key not in rules.param_keys:
             state[key] = _blend(value, new, blend)
             continue
-        delta = _delta(new, start_state[key], value)
+        delta = _delta(new, start_state[key], value) if deltas is None \
+            else deltas[key]
         if rules.plain:
             state[key] = _add(value, weight, delta)
             continue

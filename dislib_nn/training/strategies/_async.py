@@ -1,35 +1,37 @@
 """The asynchronous strategy: each worker merges as soon as it is done.
 
-Each worker runs its own chain of epoch tasks. At the end of each of
-its rounds (``sync_every`` epochs, and the end of the fit) a merge task
-folds its update into the global model
+Each worker runs its own chain of training tasks. At the end of each of
+its rounds (``sync_every`` epochs, a share of an epoch when
+``sync_every`` is a fraction or ``"step"``, and the end of the fit) a
+merge task folds its update into the global model
 (:func:`dislib_nn.training.merge._stale.fold`): the global model is the
 task's ``COMMUTATIVE`` argument, so merges run one at a time, in
-whatever order workers finish, and each returns the
-fresh global model this worker starts its next round from, without
-waiting for the others. An ``outer_optimizer`` takes the delayed outer
-step of Async Local-SGD there (see :mod:`dislib_nn.training.merge._stale`).
+whatever order workers finish, and each returns the fresh global model
+this worker starts its next round from, without waiting for the others.
+An ``outer_optimizer`` takes the delayed outer step of Async Local-SGD
+there (see :mod:`dislib_nn.training.merge._stale`).
 
-``max_lag`` bounds how far ahead a worker may run, purely as task
-dependencies: worker ``w``'s round ``r`` starts from the freshest of its
-own merge of round ``r - 1`` and the other workers' merges of round
-``r - 1 - max_lag`` (a small task picks it, so it depends on all of
-them). ``max_lag=0`` thus starts every round from the model with all of
-the previous round's merges, which is the synchronous strategy;
-``max_lag=None`` adds no dependency between workers. Nothing in the
-chains waits on the master; the master reads scalars only, up to
-``max_lag * sync_every`` epochs behind (see
+``max_lag`` bounds how many rounds (merges) ahead a worker may run,
+purely as task dependencies: worker ``w``'s round ``r`` starts from the
+freshest of its own merge of round ``r - 1`` and the other workers'
+merges of round ``r - 1 - max_lag`` (a small task picks it, so it
+depends on all of them). ``max_lag=0`` thus starts every round from the
+model with all of the previous round's merges, which is the synchronous
+strategy; ``max_lag=None`` adds no dependency between workers. Nothing
+in the chains waits on the master; the master reads scalars only, up to
+the epochs that ``max_lag`` rounds span behind (see
 :attr:`AsyncStrategy.scalar_lag`).
 """
 
+import math
 import numbers
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
-from dislib_nn.training._param_validation import Interval, NoneValue, Options
+from dislib_nn.training._param_validation import Interval, NoneValue
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      Strategy)
+                                                      Strategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
@@ -41,7 +43,7 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 @task(returns=4, glob=COMMUTATIVE)
 def _fold(glob, start_state, start_info, trained_state, trained_optim,
-          n_samples, stat, worker, epoch, rules):
+          n_samples, stat, worker, epoch, rules, round_rows):
     """Fold one worker's update into the global model; its fresh copy.
 
     Returns the global state, its averaged optimizer state (``{}`` when
@@ -49,8 +51,8 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     round from, and the merge's record for ``history_``.
     """
     record = _stale.fold(glob, start_state, start_info["progress"],
-                               trained_state, n_samples, rules,
-                               trained_optim, finite=stat.finite)
+                         trained_state, n_samples, rules, trained_optim,
+                         finite=stat.finite, round_rows=round_rows)
     record.update(worker=worker, epoch=epoch)
     state, optim, info = _stale.snapshot_of(glob)
     return state, optim, info, record
@@ -90,11 +92,8 @@ class AsyncStrategy(Strategy):
     """
 
     parameters = {"max_lag": 1, "staleness_exponent": 0.5}
+    merges_within_epochs = True
     constraints = {
-        # Merges within an epoch are the synchronous strategy's only, so
-        # far.
-        "sync_every": [Interval(numbers.Integral, 1, None),
-                       Options("auto")],
         "max_lag": [NoneValue(), Interval(numbers.Integral, 0, None)],
         "staleness_exponent": [Interval(numbers.Real, 0, None)]}
 
@@ -122,26 +121,64 @@ class AsyncStrategy(Strategy):
         self.optims = [None if self.average else o for o in initial_optims]
         self.rounds = []                   # merge outputs per round
         self.round_open = [True] * n
+        self.rounds_per_epoch = 1
+        # sync_every of the epoch submitted last (read by scalar_lag).
+        self.every = 1 if callable(p["sync_every"]) else p["sync_every"]
         self._parts = None
 
     @property
     def scalar_lag(self):
         """Reading epoch ``e``'s scalars waits for every worker's epoch
         ``e``: a worker may run ``max_lag`` rounds ahead anyway, so the
-        master reads that far behind (the whole fit ahead with
-        ``max_lag=None``). With ``balance``, the first epoch is read at
-        once, so that the second is already dealt by measurement, and
-        later ones at most one epoch behind with ``max_lag=None``."""
+        master reads the epochs those rounds span behind (at least one;
+        the whole fit ahead with ``max_lag=None``). With ``balance``, the
+        first epoch is read at once, so that the second is already dealt
+        by measurement, and later ones at most one epoch behind with
+        ``max_lag=None``."""
         p = self.setup.params
         if p["balance"] and not self.setup.data.throughput.known():
             return 0
         if self.max_lag is None:
             return 1 if p["balance"] else p["n_epochs"] + 1
-        return max(1, self.max_lag) * p["sync_every"]
+        every = self.every
+        if every == "step" or every < 1:
+            # Rounds are shares of an epoch (as many as the last epoch
+            # submitted had): max_lag of them span this many epochs.
+            return max(1, math.ceil(self.max_lag / self.rounds_per_epoch))
+        return max(1, self.max_lag) * every
 
     def submit_epoch(self, epoch, lr, last, want_model):
-        setup, p = self.setup, self.setup.params
-        data, lifetimes = setup.data, setup.lifetimes
+        setup = self.setup
+        data = setup.data
+        blocks = data.blocks(epoch)
+        n_shares = self.rounds_per_epoch = setup.shares(epoch)
+        self.every = setup.sync_every(epoch)
+        counts, stats, records, model = [], [], [], None
+        for k in range(n_shares):
+            share = (k, n_shares) if n_shares > 1 else None
+            merges = k < n_shares - 1 or merges_after(
+                epoch, setup.sync_every(epoch), last)
+            trained = self._train(blocks, epoch, lr, share, merges)
+            counts.append(trained.counts)
+            stats.append(trained.stats)
+            if merges:
+                records_k, model = self._merge(
+                    trained.counts, trained.stats, epoch,
+                    want_model and k == n_shares - 1,
+                    None if share is None else setup.round_rows(epoch, share))
+                records.extend(records_k)
+        data.forget(epoch)
+        if not last:
+            data.prepare(epoch + 1)
+        return EpochHandle(epoch, lr, bool(records),
+                           [counts, stats, records], model)
+
+    def _train(self, blocks, epoch, lr, share, merges=False):
+        """Submit one training task per worker for ``share`` of the
+        epoch: a worker whose round ended starts from its next round's
+        snapshot, the others continue their round."""
+        setup = self.setup
+        lifetimes = setup.lifetimes
         inputs = []
         for w in range(setup.n_workers):
             if self.round_open[w]:
@@ -150,8 +187,12 @@ class AsyncStrategy(Strategy):
                                if self.average else self.optims[w]))
             else:
                 inputs.append((self.current[w], self.optims[w]))
-        trained = submit_training(setup, data.blocks(epoch), inputs, epoch,
-                                  lr)
+        # A fold follows (``merges``): it adds the update to the round's
+        # start, which a bf16 payload is the update from.
+        trained = submit_training(
+            setup, blocks, inputs, epoch, lr, share,
+            merge_from=[start[0] for start in self.start] if merges
+            else None)
         for w, (state_in, optim_in) in enumerate(inputs):
             if not self.round_open[w]:
                 # Mid-round: the previous epoch's outputs, read only here.
@@ -163,20 +204,11 @@ class AsyncStrategy(Strategy):
             self.round_open[w] = False
         self.current = list(trained.states)
         self.optims = list(trained.optims)
-        counts, stats = trained.counts, trained.stats
-        data.forget(epoch)
-        if not last:
-            data.prepare(epoch + 1)
-        merge = merges_after(epoch, p["sync_every"], last)
-        records, model = [], None
-        if merge:
-            records, model = self._merge(counts, stats, epoch, want_model)
-        return EpochHandle(epoch, lr, merge, [counts, stats, records],
-                           model)
+        return trained
 
     def read(self, handle, values):
         counts, stats, records = values
-        fields = read_training(self.setup, counts, stats)
+        fields = read_training(self.setup, *combine_shares(counts, stats))
         fields["merges"] = [
             {"worker": int(r["worker"]), "index": int(r["index"]),
              "staleness": float(r["staleness"]),
@@ -238,7 +270,7 @@ class AsyncStrategy(Strategy):
                                         [c[2] for c in candidates]))
         self.picked[w] = True
 
-    def _merge(self, counts, stats, epoch, want_model):
+    def _merge(self, counts, stats, epoch, want_model, round_rows):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
         for w, count in enumerate(counts):
@@ -246,7 +278,7 @@ class AsyncStrategy(Strategy):
             state, optim, info, record = _fold(
                 self.glob, start_state, start_info,
                 self.current[w], self.optims[w] if self.average else None,
-                count, stats[w], w, epoch + 1, self.rules)
+                count, stats[w], w, epoch + 1, self.rules, round_rows)
             outputs.append((state, optim, info))
             records.append(record)
             lifetimes.release(self.current[w])

@@ -170,11 +170,17 @@ class EpochData:
     shuffle_fn : callable
         ``shuffle_fn(x, y, seed) -> (x, y)`` for ``shuffle="global"``.
     balance : bool
+    keep_last : bool, default=False
+        Keep the blocks last dealt (:meth:`last_dealt`) after the epoch
+        is forgotten, until the next epoch is dealt: what the BatchNorm
+        recompute at the end of a fit reads.
     """
 
     def __init__(self, x, y, n_workers, shuffle, seed, shuffle_fn,
-                 balance=False):
+                 balance=False, keep_last=False):
         self.x, self.y = x, y
+        self.keep_last = keep_last
+        self._last = None
         self.n_workers = n_workers
         self.shuffle = shuffle
         self.seed = seed
@@ -210,9 +216,18 @@ class EpochData:
     def blocks(self, epoch):
         """``(x_blocks, y_blocks)`` per worker for ``epoch``."""
         x, y = self.prepare(epoch)
-        return [([x._blocks[b] for b in blocks],
-                 [y._blocks[b] for b in blocks])
-                for blocks in self.assignment(epoch)]
+        dealt = [([x._blocks[b] for b in blocks],
+                  [y._blocks[b] for b in blocks])
+                 for blocks in self.assignment(epoch)]
+        if self.keep_last:
+            # Holding x and y keeps their blocks' leases alive.
+            self._last = (epoch, dealt, x, y)
+        return dealt
+
+    def last_dealt(self):
+        """``(epoch, blocks)`` of the epoch dealt last (``blocks`` as
+        :meth:`blocks` returned them), with ``keep_last``; else None."""
+        return None if self._last is None else self._last[:2]
 
     def rows(self, epoch):
         """Rows per worker for ``epoch``."""

@@ -35,10 +35,11 @@ parameters included) and its tasks; the estimator class names it in
 ``_strategy_class``.
 """
 
+from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training.tasks._precision import check_tasks_device
 from dislib_nn.training.tasks._report import TrainStats
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
-                                                  share_of_batches)
+                                                  share_of_batches, share_rows)
 
 __all__ = ["FitSetup", "EpochHandle", "Strategy", "Carry",
            "training_fields", "combine_shares", "measured_compute_s"]
@@ -130,9 +131,12 @@ class FitSetup:
     def n_workers(self):
         return self.data.n_workers
 
-    def settings(self, epoch, worker, lr, share=None):
+    def settings(self, epoch, worker, lr, share=None, merged=False):
         """The :class:`EpochSettings` of one replica's epoch (its
-        ``share=(k, K)`` of it when it merges ``K`` times an epoch)."""
+        ``share=(k, K)`` of it when it merges ``K`` times an epoch);
+        ``merged``: a merge follows the task, which then returns its
+        update in ``merge_precision`` (the full float32 state when no
+        merge follows: the replica continues from it)."""
         p = self.params
         return EpochSettings(
             lr=lr, batch_size=p["batch_size"],
@@ -144,7 +148,8 @@ class FitSetup:
             grad_clip_value=p["grad_clip_value"],
             accumulate_grad_batches=p["accumulate_grad_batches"],
             precision=p["precision"],
-            step_schedule=self._step_schedule(epoch, worker, share))
+            step_schedule=self._step_schedule(epoch, worker, share),
+            merge_precision=p["merge_precision"] if merged else "fp32")
 
     def steps_per_epoch(self, epoch):
         """Optimizer steps in ``epoch`` of the worker with the most rows
@@ -192,12 +197,25 @@ class FitSetup:
         ``1 / sync_every`` for a fraction, and for ``"step"`` one per
         optimizer step of the worker with the most batches (a step
         every ``accumulate_grad_batches`` batches)."""
-        every = self.params["sync_every"]
+        every = self.sync_every(epoch)
         if every == "step":
             return self.steps_per_epoch(epoch)
         if every < 1:
             return int(round(1 / every))
         return 1
+
+    def sync_every(self, epoch):
+        """``sync_every`` in ``epoch`` (0-based, across fits): the
+        parameter, or what it gives for the epoch when it is callable."""
+        return sync_every_at(self.params["sync_every"], epoch)
+
+    def round_rows(self, epoch, share=None):
+        """The rows all workers train on in ``share`` of ``epoch`` (the
+        whole epoch for None): what one round of merges covers."""
+        step_rows = self.params["batch_size"] \
+            * self.params["accumulate_grad_batches"]
+        return sum(share_rows(n, share, step_rows)
+                   for n in self.data.rows(epoch))
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""

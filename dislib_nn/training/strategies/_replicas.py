@@ -38,7 +38,8 @@ class Trained:
         self.stats = stats
 
 
-def submit_training(setup, blocks, inputs, epoch, lr, share=None):
+def submit_training(setup, blocks, inputs, epoch, lr, share=None,
+                    merge_from=None):
     """Submit one training task per worker; wait for nothing.
 
     Parameters
@@ -53,6 +54,13 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None):
     share : (int, int) or None, default=None
         The share of the epoch this round trains (see
         :meth:`FitSetup.settings`).
+    merge_from : list or None, default=None
+        None when no merge follows these tasks. Otherwise the model each
+        worker's round started from, which the merge adds the update
+        to: with ``merge_precision="bf16"`` each task returns its update
+        from it, a :class:`~dislib_nn.training.merge._payload.Delta`,
+        instead of its state dict (the task also reads it when it is
+        not the state the task starts from, mid-round).
 
     Returns
     -------
@@ -68,11 +76,16 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None):
     states, optims, counts, stats = [], [], [], []
     for w, ((x_blocks, y_blocks), (state, optim)) in enumerate(
             zip(blocks, inputs)):
-        settings = setup.settings(epoch, w, lr, share)
+        settings = setup.settings(epoch, w, lr, share,
+                                  merged=merge_from is not None)
         if reset and not ends_epoch:
             settings.optimizer_state = "keep"
+        base = ()
+        if settings.merge_precision != "fp32" and \
+                merge_from[w] is not state:
+            base = (merge_from[w],)
         out = setup.train_task(setup.components, state, optim, x_blocks,
-                               y_blocks, settings)
+                               y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):
             results.append(value)
     if reset and ends_epoch:

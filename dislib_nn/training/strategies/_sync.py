@@ -8,8 +8,11 @@ the replicas are merged by a binary tree of merge tasks, weighted by the
 samples each saw (all alike with ``balance=True``), optionally followed
 by an outer step (``outer_optimizer``, or ``outer_lr`` /
 ``outer_momentum``: :mod:`dislib_nn.training.merge._outer`), and all of
-them restart from the merged model. Everything here deals in futures: the
-master fetches no weights.
+them restart from the merged model. With ``merge_precision="bf16"``
+the training tasks a merge follows return their bf16 updates from the
+global model instead (:mod:`dislib_nn.training.merge._payload`), which
+the tree sums in float32 and adds to it. Everything here deals in
+futures: the master fetches no weights.
 """
 
 from dislib_nn.training.callbacks import _checkpoint
@@ -59,7 +62,7 @@ class SyncStrategy(Strategy):
         return 0 if self.setup.params["balance"] else 1
 
     def submit_epoch(self, epoch, lr, last, want_model):
-        setup, p = self.setup, self.setup.params
+        setup = self.setup
         data = setup.data
         blocks = data.blocks(epoch)
         n_shares = setup.shares(epoch)
@@ -67,11 +70,13 @@ class SyncStrategy(Strategy):
         merged = None
         for k in range(n_shares):
             share = (k, n_shares) if n_shares > 1 else None
-            share_counts, share_stats = self._train(blocks, epoch, lr, share)
+            merges = k < n_shares - 1 or merges_after(
+                epoch, setup.sync_every(epoch), last)
+            share_counts, share_stats = self._train(blocks, epoch, lr, share,
+                                                    merges)
             counts.append(share_counts)
             stats.append(share_stats)
-            if k < n_shares - 1 or merges_after(epoch, p["sync_every"],
-                                                last):
+            if merges:
                 merged = self._merge(share_counts, share_stats)
         data.forget(epoch)
         if not last:
@@ -85,12 +90,15 @@ class SyncStrategy(Strategy):
         fields["n_merges"] = len(values[0]) if handle.merged else 0
         return fields
 
-    def _train(self, blocks, epoch, lr, share):
+    def _train(self, blocks, epoch, lr, share, merges):
         """Submit one training task per worker (for ``share`` of the
-        epoch): each continues from its state and optimizer state."""
-        trained = submit_training(self.setup, blocks,
-                                  list(zip(self.states, self.optims)),
-                                  epoch, lr, share)
+        epoch): each continues from its state and optimizer state; when
+        a merge ``merges`` after them, into the global model."""
+        trained = submit_training(
+            self.setup, blocks, list(zip(self.states, self.optims)), epoch,
+            lr, share,
+            merge_from=[self.state] * self.setup.n_workers if merges
+            else None)
         self.setup.lifetimes.release(self.states, self.optims)
         self.states, self.optims = trained.states, trained.optims
         return trained.counts, trained.stats
@@ -119,7 +127,8 @@ class SyncStrategy(Strategy):
             weights = [1] * len(counts)
         merged, merged_optim = _reduce.submit_merge(
             replicas, replica_optims if average_optims else None, weights,
-            lifetimes, stats, self.state)
+            lifetimes, stats, self.state,
+            deltas=p["merge_precision"] != "fp32")
         averaged, outer = merged, self.outer
         merged, self.outer = _reduce.submit_outer_step(
             self.state, averaged, outer, p, setup.components,

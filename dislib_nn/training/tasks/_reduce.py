@@ -3,10 +3,17 @@ the outer step on its result.
 
 Each task takes and returns plain data (state dicts, weighted sums,
 numbers); the arithmetic is :mod:`dislib_nn.training.merge`'s.
+
+With ``merge_precision="bf16"`` the replicas arrive as
+:class:`~dislib_nn.training.merge._payload.Delta` payloads (their bf16
+updates from ``previous``, the model their round started from): the
+tree sums them widened to float32, as it sums state dicts, and the root
+adds the weighted mean to ``previous`` (``deltas=True``). Partial sums
+stay float32.
 """
 
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
-from dislib_nn.training.merge import _outer, _sums
+from dislib_nn.training.merge import _outer, _payload, _sums
 from dislib_nn.training.tasks._report import TrainStats
 
 __all__ = ["submit_merge", "submit_outer_step"]
@@ -19,7 +26,7 @@ _PARTIAL = TrainStats()
 
 @task(returns=1, models=_COLLECTION, counts=_COLLECTION,
       stats=_COLLECTION)
-def _merge_pair(models, counts, stats, root, previous):
+def _merge_pair(models, counts, stats, root, previous, deltas=False):
     """Combine two replicas or partial sums; divide only at the root.
 
     ``models`` holds two state dicts or :class:`WeightedSum`; ``counts``
@@ -27,21 +34,24 @@ def _merge_pair(models, counts, stats, root, previous):
     ``stats`` the training task's :class:`TrainStats` of each raw state
     dict, whose ``finite`` flag leaves a diverged replica out. Collections hold
     no None: the runtime serializes every element. At the root, when every
-    replica diverged, the model is ``previous``.
+    replica diverged, the model is ``previous``. With ``deltas`` the raw
+    entries are :class:`~._payload.Delta` payloads, and the root adds
+    their weighted mean to ``previous``.
     """
-    total = _sum_models(models, counts, stats)
+    total = _sum_models(models, counts, stats, deltas)
     if not root:
         return total
-    return _sums.mean_or_previous(total, previous)[0]
+    return _root_model(total, previous, deltas)
 
 
 @task(returns=2, models=_COLLECTION, optims=_COLLECTION,
       counts=_COLLECTION, stats=_COLLECTION)
-def _merge_pair_with_optims(models, optims, counts, stats, root, previous):
+def _merge_pair_with_optims(models, optims, counts, stats, root, previous,
+                            deltas=False):
     """``_merge_pair`` that also merges the optimizer states alike (over
     every replica when all diverged: each then returned the state it
     started from)."""
-    total = _sum_models(models, counts, stats)
+    total = _sum_models(models, counts, stats, deltas)
     optim_total = _sum_optims(optims, counts, stats)
     if not root:
         return total, optim_total
@@ -49,13 +59,18 @@ def _merge_pair_with_optims(models, optims, counts, stats, root, previous):
         optim_total = _sum_optims(optims, counts, None)
     merged_optim = _sums.unflatten_optimizer_state(
         _sums.mean(optim_total[0]), optim_total[1])
-    return _sums.mean_or_previous(total, previous)[0], merged_optim
+    return _root_model(total, previous, deltas), merged_optim
 
 
 @task(returns=1)
-def _keep_finite(model, stat, previous):
-    """A single replica's model, or ``previous`` when it diverged."""
-    return model if stat.finite else previous
+def _keep_finite(model, stat, previous, deltas=False):
+    """A single replica's model, or ``previous`` when it diverged (with
+    ``deltas``, ``previous`` plus its update)."""
+    if not stat.finite:
+        return previous
+    if deltas:
+        return _payload.apply(previous, _widened(model, True))
+    return model
 
 
 @task(returns=2)
@@ -97,10 +112,34 @@ def submit_outer_step(previous, averaged, carried, params, components,
     return averaged, dict(carried)
 
 
-def _sum_models(models, counts, stats):
-    """The weighted sum of the finite replicas (an empty one if none)."""
-    return _sums.finite_sum(zip(models, counts,
-                                 [s.finite for s in stats]))
+def _sum_models(models, counts, stats, deltas=False):
+    """The weighted sum of the finite replicas (an empty one if none);
+    with ``deltas``, of their updates in float32."""
+    return _sums.finite_sum(
+        (model if isinstance(model, _sums.WeightedSum)
+         else _widened(model, deltas), count, stat.finite)
+        for model, count, stat in zip(models, counts, stats))
+
+
+def _root_model(total, previous, deltas):
+    """The merged model from the tree's total: its mean, or with
+    ``deltas`` ``previous`` plus the mean update; ``previous`` when
+    every replica diverged."""
+    mean, none_left = _sums.mean_or_previous(total, previous)
+    if deltas and not none_left:
+        return _payload.apply(previous, mean)
+    return mean
+
+
+def _widened(model, deltas):
+    """A raw replica as the tree sums it: a state dict, or with
+    ``deltas`` a :class:`~._payload.Delta`'s float32 updates."""
+    if isinstance(model, _payload.Delta) != bool(deltas):
+        raise TypeError(
+            f"a merge of {'updates' if deltas else 'state dicts'} got "
+            f"{type(model).__name__} from a training task: the training "
+            f"tasks and the merges disagree on merge_precision.")
+    return _payload.widened(model) if deltas else model
 
 
 def _sum_optims(optims, counts, stats):
@@ -120,7 +159,8 @@ def _sum_optims(optims, counts, stats):
     return _sums.finite_sum(parts), skeleton
 
 
-def submit_merge(models, optims, counts, lifetimes, stats, previous):
+def submit_merge(models, optims, counts, lifetimes, stats, previous,
+                 deltas=False):
     """Submit the binary tree of merge tasks over the replicas.
 
     Returns futures of the merged state dict and of the merged optimizer
@@ -130,9 +170,11 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous):
     one replica only that check is submitted. The tree has
     depth ceil(log2(len(models))). Partial sums are released through
     ``lifetimes`` (anything with a ``release(obj)`` method) once consumed.
+    With ``deltas`` the ``models`` are :class:`~._payload.Delta` payloads
+    from ``previous`` (``merge_precision="bf16"``).
     """
     if len(models) == 1:
-        return (_keep_finite(models[0], stats[0], previous),
+        return (_keep_finite(models[0], stats[0], previous, deltas),
                 None if optims is None else optims[0])
     with_optims = optims is not None
     # (model, optimizer state, count, stats, is a partial sum of this tree)
@@ -144,10 +186,10 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous):
         if with_optims:
             model, optim = _merge_pair_with_optims(
                 [a[0], b[0]], [a[1], b[1]], [a[2], b[2]], [a[3], b[3]],
-                root, last)
+                root, last, deltas)
         else:
             model = optim = _merge_pair([a[0], b[0]], [a[2], b[2]],
-                                        [a[3], b[3]], root, last)
+                                        [a[3], b[3]], root, last, deltas)
         for child in (a, b):
             if child[4]:    # a partial sum is consumed here, and only here
                 lifetimes.release(child[0])

@@ -15,13 +15,13 @@ import traceback
 
 import torch
 
-from dislib_nn.training.merge import _sums
+from dislib_nn.training.merge import _payload, _sums
 from dislib_nn.training.tasks._device import resolve_device, size_threads
 from dislib_nn.training.tasks._precision import amp_plan
 from dislib_nn.training.tasks._report import TrainStats
 
 __all__ = ["EpochSettings", "run_train_task", "train_one_epoch",
-           "share_of_batches", "forward_batches", "to_cpu"]
+           "share_of_batches", "share_rows", "forward_batches", "to_cpu"]
 
 _BATCH_NORMS = (torch.nn.modules.batchnorm._BatchNorm,
                 torch.nn.SyncBatchNorm)
@@ -68,14 +68,21 @@ class EpochSettings:
         A per-step schedule placed at the global step of this task's
         first optimizer step (see :mod:`._step_schedule`): its factor of
         each step multiplies ``lr``. None: ``lr`` for every step.
+    merge_precision : {"fp32", "bf16"}, default="fp32"
+        What the task returns for the merge that follows it: ``"fp32"``
+        the trained state dict, ``"bf16"`` its update from the model the
+        round started from, a :class:`~._payload.Delta` of bf16 tensors
+        (see :func:`run_train_task`). The strategy sets ``"fp32"`` for a
+        task no merge follows.
     """
 
     def __init__(self, lr, batch_size, seed, shuffle_rows, device,
                  optimizer_state, output, on_failure="raise", max_retries=0,
                  share=None, grad_clip_norm=None, grad_clip_value=None,
                  accumulate_grad_batches=1, precision="fp32",
-                 step_schedule=None):
+                 step_schedule=None, merge_precision="fp32"):
         self.step_schedule = step_schedule
+        self.merge_precision = merge_precision
         self.share = share
         self.grad_clip_norm = grad_clip_norm
         self.grad_clip_value = grad_clip_value
@@ -106,7 +113,7 @@ def to_cpu(obj):
 
 
 def run_train_task(components, state, optim_state, x_blocks, y_blocks,
-                   settings):
+                   settings, base=None):
     """Train one replica for one epoch on its blocks, under its policy.
 
     With ``settings.on_failure="retry"``, an epoch that raises runs again
@@ -120,10 +127,17 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
     runtime reruns a task only when its execution failed (a worker that
     died), never for an error the policy already dealt with.
 
+    With ``settings.merge_precision="bf16"`` the task returns, instead of
+    the trained state, its update ``trained - base`` (``base``: the
+    model the round started from, by default ``state``) with every
+    floating-point entry cast to bfloat16 (:func:`._payload.encode`);
+    the finite check is on the trained state itself.
+
     Returns
     -------
-    state : dict of CPU tensors
-        The replica's full ``state_dict`` after the epoch.
+    state : dict of CPU tensors, or Delta
+        The replica's full ``state_dict`` after the epoch (its
+        :class:`~._payload.Delta` from ``base`` with a merge precision).
     optim_state : dict or None
         The optimizer's state (CPU tensors), or None when
         ``optimizer_state="reset"``.
@@ -136,6 +150,7 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         from), runs, and what the last run raised, if it raised.
     """
     started = time.perf_counter()
+    start = state
     size_threads()
     device = resolve_device(settings.device)
     start_optim = copy.deepcopy(optim_state)
@@ -147,11 +162,16 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
 
     out, error, runs = _run_under_policy(attempt, settings)
     if error is not None:
-        rows = _rows_of(sum(len(b) for b in x_blocks), settings)
+        rows = share_rows(sum(len(b) for b in x_blocks), settings.share,
+                          settings.batch_size
+                          * settings.accumulate_grad_batches)
         out = (state, start_optim, rows, 0.0, False)
     state, optim, n, loss_sum, finite = out
     if not finite:
         optim = start_optim if optim is not None else None
+    if settings.merge_precision != "fp32":
+        state = _payload.encode(state, start if base is None else base,
+                                settings.merge_precision)
     stats = TrainStats(loss_sum=loss_sum,
                        compute_s=time.perf_counter() - started,
                        end_s=time.time(), finite=finite, runs=runs)
@@ -338,13 +358,13 @@ def share_of_batches(n_batches, k, n_shares):
     return (k * n_batches // n_shares, (k + 1) * n_batches // n_shares)
 
 
-def _rows_of(n, settings):
-    """The rows of ``n`` that the task's share of the epoch covers."""
-    if settings.share is None:
+def share_rows(n, share, step_rows):
+    """The rows of ``n`` that ``share`` ``(k, K)`` of the epoch covers
+    (all of them for None), ``step_rows`` rows per optimizer step."""
+    if share is None:
         return n
-    rows = settings.batch_size * settings.accumulate_grad_batches
-    first, stop = share_of_batches(-(-n // rows), *settings.share)
-    return max(0, min(stop * rows, n) - first * rows)
+    first, stop = share_of_batches(-(-n // step_rows), *share)
+    return max(0, min(stop * step_rows, n) - first * step_rows)
 
 
 def _share_seed(settings):

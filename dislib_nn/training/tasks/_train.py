@@ -12,6 +12,10 @@ own failure management matches the estimator's ``on_failure``:
 * ``_train_epoch_once`` and ``_train_epoch_gpu_once`` are the same with
   ``on_failure="FAIL"``, for ``on_failure="raise"``.
 
+``base``, given only with ``merge_precision="bf16"`` to a task that ends
+a round it did not start (``sync_every`` > 1), is the model the round
+started from: the task returns its update from it.
+
 The body applies the estimator's policy to an epoch that raises or
 diverges (:func:`run_train_task`): it reruns it under ``"retry"``, and
 otherwise returns the replica flagged, for the merges to leave out and
@@ -44,39 +48,39 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 @constraint(**runtime.CPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
 def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
-                 settings):
+                 settings, base=None):
     """One epoch of one replica on its blocks (see run_train_task)."""
     return run_train_task(components, state, optim_state, x_blocks,
-                          y_blocks, settings)
+                          y_blocks, settings, base)
 
 
 @constraint(**runtime.GPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
 def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
-                     settings):
+                     settings, base=None):
     """``_train_epoch`` for tasks the runtime should give a GPU."""
     return run_train_task(components, state, optim_state, x_blocks,
-                          y_blocks, settings)
+                          y_blocks, settings, base)
 
 
 @constraint(**runtime.CPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
       on_failure="FAIL")
 def _train_epoch_once(components, state, optim_state, x_blocks, y_blocks,
-                      settings):
+                      settings, base=None):
     """``_train_epoch`` that the runtime never runs twice."""
     return run_train_task(components, state, optim_state, x_blocks,
-                          y_blocks, settings)
+                          y_blocks, settings, base)
 
 
 @constraint(**runtime.GPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
       on_failure="FAIL")
 def _train_epoch_gpu_once(components, state, optim_state, x_blocks,
-                          y_blocks, settings):
+                          y_blocks, settings, base=None):
     """``_train_epoch_gpu`` that the runtime never runs twice."""
     return run_train_task(components, state, optim_state, x_blocks,
-                          y_blocks, settings)
+                          y_blocks, settings, base)
 
 
 def train_task_for(device, on_failure="retry"):

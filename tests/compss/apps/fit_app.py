@@ -43,6 +43,8 @@ MARKER = 7.25
 # DiLoCo's outer step (Nesterov SGD on the averaged update).
 OUTER = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
          "outer_optimizer__momentum": 0.9, "outer_optimizer__nesterov": True}
+# Two merges an epoch with bf16 updates as their payloads.
+HALF_BF16 = {"sync_every": 0.5, "merge_precision": "bf16"}
 
 
 class FaultyMLP(MLP):
@@ -208,9 +210,19 @@ def main(parts):
             runs["lag0"] = {"max_lag": 0}
         if kind == "classifier":
             runs["outer"] = OUTER
+            # bf16 updates as merge payloads: after two shares of each
+            # epoch, and after a round of two epochs (the update from
+            # the round's start, which the second epoch's task is given).
+            runs["half-bf16"] = HALF_BF16
+            runs["every2-bf16"] = {"merge_precision": "bf16",
+                                   "sync_every": 2}
+            # The BatchNorm statistics recomputed after the last merge.
+            runs["batchnorm"] = {"recompute_batchnorm": True}
         if kind == "async-classifier":
             # The delayed outer step with no lag: the synchronous one.
             runs["lag0-outer"] = dict(OUTER, max_lag=0)
+            # Rounds of half an epoch with no lag: the synchronous ones.
+            runs["lag0-half-bf16"] = dict(HALF_BF16, max_lag=0)
         for name, extra in runs.items():
             est = Estimator(module=MLP, n_epochs=2, batch_size=16,
                             n_workers=2, random_state=0, **extra)
@@ -221,6 +233,8 @@ def main(parts):
                         dnn.from_array(y, n_blocks=2))
             report[f"{kind}/{name}"] = summary(est, X, y,
                                                ds=name == "default")
+            report[f"{kind}/{name}"]["recomputed"] = [
+                h["batchnorm_recomputed"] for h in est.history_]
     if "async" in parts:
         report.update(merge_order(Xc, yc))
     if "sync" in parts:

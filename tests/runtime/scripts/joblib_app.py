@@ -14,6 +14,7 @@ if __name__ == "__main__":
     search = GridSearchCV(
         SyncEpochAveragingClassifier(module=Classifier, n_epochs=1,
                                      n_workers=2, random_state=0),
-        {"lr": [0.01, 0.1]}, cv=2, n_jobs=2)
+        {"lr": [0.01, 0.1]}, cv=2, n_jobs=2,
+        refit=False)            # the joblib workers' pools are the point
     search.fit(X, y)
     print(sorted(search.best_params_))

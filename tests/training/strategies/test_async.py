@@ -121,7 +121,7 @@ def test_unbounded_lag_keeps_the_synchronous_history_keys():
     sync_keys = {"epoch", "train_loss", "valid_loss", "valid_score", "lr",
                  "merged", "dur_s", "worker_samples", "worker_compute_s",
                  "diverged", "retried", "skipped", "errors", "tracebacks",
-                 "schedule"}
+                 "schedule", "batchnorm_recomputed"}
     merges = []
     for record in clf.history_:
         assert set(record) == sync_keys | {"merges"}
