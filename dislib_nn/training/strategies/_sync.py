@@ -70,6 +70,10 @@ class SyncStrategy(Strategy):
         merged = None
         for k in range(n_shares):
             share = (k, n_shares) if n_shares > 1 else None
+            if share is not None and setup.round_rows(epoch, share) == 0:
+                # Fewer batches than shares: no worker has rows in this
+                # one, so there is nothing to train or merge.
+                continue
             merges = k < n_shares - 1 or merges_after(
                 epoch, setup.sync_every(epoch), last)
             share_counts, share_stats = self._train(blocks, epoch, lr, share,

@@ -76,6 +76,22 @@ def test_a_fraction_merges_after_each_share_of_the_rows(backend,
     ref.assert_same_model(est.module_, expected, atol=ATOL, rtol=1e-5)
 
 
+def test_shares_without_rows_are_left_out(backend):
+    # 2 x 20 rows in batches of 8: 3 batches a worker, 4 shares; the
+    # first share of every worker is empty, the others are the thirds.
+    X, y = _data(40)
+    init = _init()
+    params = dict(module=init, n_workers=2, shuffle="none", n_epochs=2,
+                  batch_size=8, lr=0.05, optimizer__momentum=0.9)
+    quarters = SyncEpochAveragingRegressor(sync_every=0.25,
+                                           **params).fit(X, y)
+    thirds = SyncEpochAveragingRegressor(sync_every=1 / 3,
+                                         **params).fit(X, y)
+    assert [h["n_merges"] for h in quarters.history_] == [3, 3]
+    ref.assert_same_model(quarters.module_, thirds.module_, atol=1e-7,
+                          rtol=0)
+
+
 def _shares_by_hand(module, parts, epochs, shares, batch_size, lr,
                     momentum, optimizer_state):
     """Replicas trained on consecutive thirds of their batches, averaged
@@ -130,7 +146,9 @@ def test_sync_every_must_be_epochs_a_fraction_or_step(cls, value):
                        match=r"The 'sync_every' parameter of "
                              + cls.__name__ + r" must be an int "
                              r"in the range \[1, inf\), a fraction 1/k of "
-                             r"an epoch .* or a str among \{'auto', 'step'\}"):
+                             r"an epoch .*, a str among \{'auto', 'step'\} "
+                             r"or a callable \(epoch -> any of those but "
+                             r"'auto'\)\. Got "):
         est.fit(X, y)
 
 
