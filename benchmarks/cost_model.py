@@ -52,96 +52,15 @@ Not a test; never imported by the package.
 
 import argparse
 import json
-import math
 import os
-import time
 
 import numpy as np
-import torch
 
-# benchmarks/ is on sys.path: bench_strategies.py's workloads.
-from _common import (classification_rows, cnn_workload,  # noqa: E402
-                     mlp_workload, pattern_images, state_bytes, train_epoch)
+# benchmarks/ is on sys.path: the measurements and formulas live in
+# _cost.py, shared with scaling_accuracy.py.
+from _cost import (cluster, ddp, epoch_averaging,  # noqa: E402,F401
+                   measure_compute, measure_merge, measure_task)
 from _machine import print_header  # noqa: E402
-
-# name: the workload and its data maker, as in bench_strategies.py
-WORKLOADS = {"mlp": (mlp_workload(), classification_rows),
-             "cnn": (cnn_workload(), pattern_images)}
-
-
-# ------------------------------------------------------------ measuring
-def measure_compute(workload, batch=64, steps=20):
-    """Seconds per training sample, one thread."""
-    work, make_data = WORKLOADS[workload]
-    torch.set_num_threads(1)
-    X, _, y, _ = make_data(batch * steps, 8, 0)
-    model = work.new_model(0)
-    opt = work.new_optimizer(model)
-    X, y = torch.from_numpy(X), torch.from_numpy(y)
-    order = torch.arange(len(X))
-    train_epoch(model, opt, X[:batch * 2], y[:batch * 2], order[:batch * 2],
-                batch)                           # warm-up
-    t0 = time.perf_counter()
-    train_epoch(model, opt, X, y, order, batch)
-    return (time.perf_counter() - t0) / len(X), state_bytes(model.state_dict())
-
-
-def measure_merge(n_bytes=64 * 2**20, repeats=5):
-    """Seconds per byte of state for a weighted sum of two state dicts."""
-    a = {f"w{i}": torch.randn(n_bytes // 4 // 16) for i in range(16)}
-    b = {k: torch.randn_like(v) for k, v in a.items()}
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        {k: a[k] * 0.25 + b[k] * 0.75 for k in a}
-        best = min(best, time.perf_counter() - t0)
-    return best / n_bytes
-
-
-def measure_task(n=300):
-    """Seconds per task round trip on the local backend."""
-    import dislib_nn.runtime as rt
-    from _cost_tasks import _noop
-    rt.wait_on(_noop(0))                         # start the pool
-    t0 = time.perf_counter()
-    rt.wait_on([_noop(i) for i in range(n)])
-    many = (time.perf_counter() - t0) / n
-    t0 = time.perf_counter()
-    for i in range(20):
-        rt.wait_on(_noop(i))
-    one = (time.perf_counter() - t0) / 20
-    return many, one
-
-
-# ------------------------------------------------------------ the model
-def epoch_averaging(nodes, c, tree=False):
-    P = nodes * c["gpus_per_node"]
-    d = math.ceil(math.log2(P)) if P > 1 else 0
-    M = c["model_bytes"]
-    compute = c["n_train"] / P * c["t_gpu"]
-    tasks = (d + 1) * c["task_s"]
-    # Within one node the tree's transfers are local copies.
-    bw = c["bw_intra"] if nodes == 1 else c["bw_compss"]
-    merge = d * (c["latency"] + M / bw + M * c["merge_s_per_b"])
-    hops = math.ceil(math.log2(nodes)) if tree else nodes - 1
-    spread = hops * M / c["bw_compss"]
-    return compute + tasks + merge + spread
-
-
-def ddp(nodes, c, overlap):
-    P = nodes * c["gpus_per_node"]
-    M, b = c["model_bytes"], c["batch"]
-    steps = math.ceil(c["n_train"] / (P * b))
-    compute = b * c["t_gpu"]
-    if P == 1:
-        return steps * compute
-    bw = c["bw_intra"] if nodes == 1 else c["bw_nccl"]
-    comm = 2 * (P - 1) / P * M / bw + 2 * math.log2(P) * c["latency"]
-    if overlap:
-        step = max(compute, comm)
-    else:
-        step = compute + comm
-    return steps * step
 
 
 def main(argv=None):
@@ -190,15 +109,10 @@ def main(argv=None):
     if args.check:
         check(args.check, measured, merge_s_per_b, task_one)
 
-    c = {"gpus_per_node": args.gpus_per_node, "n_train": args.n_train,
-         "batch": args.batch, "model_bytes": args.model_mb * 1e6,
-         "t_gpu": 1 / args.gpu_images_per_s,
-         "bw_nccl": args.bw_nccl_gbs * 1e9,
-         "bw_compss": args.bw_compss_gbs * 1e9,
-         "bw_intra": args.bw_intra_gbs * 1e9,
-         "latency": args.latency_us * 1e-6,
-         "task_s": args.compss_task_ms * 1e-3,
-         "merge_s_per_b": merge_s_per_b}
+    c = cluster(merge_s_per_b, args.gpus_per_node, args.n_train,
+                args.batch, args.model_mb, args.gpu_images_per_s,
+                args.bw_nccl_gbs, args.bw_compss_gbs, args.bw_intra_gbs,
+                args.latency_us, args.compss_task_ms)
     nodes = [1, 2, 4, 8, 16, 32, 64]
     nodes = [n for n in nodes if n <= args.max_nodes]
     single = c["n_train"] * c["t_gpu"]

@@ -21,3 +21,97 @@ def test_merge_tree_depth_is_ceil_log2_replicas():
         cwd=BENCHMARKS, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "merge depth equals ceil(log2 P) for every P: True" in done.stdout
+
+
+def _scaling_accuracy(tmp_path, workload, settings):
+    """Run scaling_accuracy.py small; (its stdout, its JSON)."""
+    import json
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, "scaling_accuracy.py", "--workload", workload,
+         "--n-train", "600", "--n-test", "200", "--replicas", "1,2,4",
+         "--epochs", "2", "--max-epochs", "3", "--batch", "16",
+         "--strategies", "sync,async", "--settings", settings,
+         "--json", str(out), "--plot", str(tmp_path / "acc")],
+        cwd=BENCHMARKS, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with open(out) as f:
+        return done.stdout, json.load(f)
+
+
+def test_scaling_accuracy_rows_bytes_and_targets(tmp_path):
+    # docs/benchmarks.md "Accuracy from 2 to 64 replicas": every
+    # contender at every P, its bytes by the stated formulas, the epochs
+    # to within 1 point of single-process read off its own scores.
+    import dislib_nn as dnn
+    settings = ["0.25+sqrt", "0.25+sqrt+diloco", "0.5+lin+bf16"]
+    stdout, report = _scaling_accuracy(tmp_path, "mlp", ",".join(settings))
+    has_bf16 = "merge_precision" in \
+        dnn.SyncEpochAveragingClassifier().get_params()
+    if not has_bf16:
+        assert "skipping setting 0.5+lin+bf16" in stdout
+        settings.remove("0.5+lin+bf16")
+    rows, size = report["rows"], report["model_bytes"]
+    assert report["seed"] == 0 and "seed 0" in stdout
+    assert "Machine:" in stdout
+    assert not [r for r in rows if r.get("error")]
+    # The DDP row's setting is the better scaling, checked below.
+    by_key = {(r["P"], r["contender"],
+               None if r["contender"] == "ddp" else r.get("setting")): r
+              for r in rows}
+    expected = {(1, "single", None)} | {(P, "ddp", None) for P in (2, 4)} | {
+        (P, strategy, setting) for P in (1, 2, 4)
+        for strategy in ("sync", "async")
+        # --settings from P = 2 on (--settings-from's default).
+        for setting in ["default"] + (settings if P > 1 else [])}
+    assert set(by_key) == expected and len(rows) == len(expected)
+    single = by_key[(1, "single", None)]
+    assert len(single["scores"]) == 3
+    target = single["scores"][1] - 0.01
+    n_rows, batch = 600, 16
+    for r in rows:
+        assert len(r["scores"]) == 3
+        assert r["acc"] == r["scores"][1]
+        assert abs(r["points"] - 100 * (r["acc"] - single["acc"])) < 1e-9
+        reached = [e + 1 for e, s in enumerate(r["scores"]) if s >= target]
+        assert r["epochs_to_target"] == (reached[0] if reached else None)
+        P, upload = r["P"], size
+        if r["contender"] == "ddp":
+            assert r["setting"] in ("lin", "sqrt")
+            scores = r["scores_all"]
+            assert r["scores"] == scores[r["setting"]]
+            assert r["acc"] == max(s[1] for s in scores.values())
+            expect = 2 * (P - 1) * size * n_rows / (P * batch)
+        elif r["contender"] in ("sync", "async"):
+            assert r["schedule"] is not None and "sync_every" in \
+                r["schedule"]
+            if r["setting"] != "default":
+                every = float(r["setting"].split("+")[0])
+                assert r["schedule"]["sync_every"] == every
+                assert r["merges_per_epoch"] == 1 / every
+            if r["setting"].endswith("+bf16"):
+                upload = size / 2
+            if r["contender"] == "sync":
+                per_round = P * upload + max(P - 2, 0) * size + P * size
+            else:
+                per_round = P * (upload + size)
+            expect = per_round * r["merges_per_epoch"]
+        else:
+            expect = 0
+        assert abs(r["bytes_per_epoch"] - expect) <= 1e-6 * expect
+    # Two replicas at the defaults: one merge per epoch, 4 models.
+    assert by_key[(2, "sync", "default")]["merges_per_epoch"] == 1
+    assert by_key[(2, "sync", "default")]["bytes_per_epoch"] == 4 * size
+    assert (tmp_path / "acc_mlp.png").stat().st_size > 0
+
+
+def test_scaling_accuracy_cnn_workload(tmp_path):
+    stdout, report = _scaling_accuracy(tmp_path, "cnn", "0.5+sqrt")
+    assert report["workload"] == "cnn" and report["args"]["lr"] == 0.01
+    assert "workload cnn: 600 training and 200 test rows" in stdout
+    contenders = {(r["P"], r["contender"], r.get("setting"))
+                  for r in report["rows"] if not r.get("error")}
+    # single; ddp at P = 2, 4; defaults at 1, 2, 4 and the setting at 2, 4,
+    # for both strategies.
+    assert len(contenders) == len(report["rows"]) == 1 + 2 + 2 * (3 + 2)
+    assert (tmp_path / "acc_cnn.png").stat().st_size > 0
