@@ -23,14 +23,16 @@ def test_merge_tree_depth_is_ceil_log2_replicas():
     assert "merge depth equals ceil(log2 P) for every P: True" in done.stdout
 
 
-def _scaling_accuracy(tmp_path, workload, settings):
+def _scaling_accuracy(tmp_path, workload, settings, n_train=600, n_test=200,
+                      epochs=2, max_epochs=3):
     """Run scaling_accuracy.py small; (its stdout, its JSON)."""
     import json
     out = tmp_path / "rows.json"
     done = subprocess.run(
         [sys.executable, "scaling_accuracy.py", "--workload", workload,
-         "--n-train", "600", "--n-test", "200", "--replicas", "1,2,4",
-         "--epochs", "2", "--max-epochs", "3", "--batch", "16",
+         "--n-train", str(n_train), "--n-test", str(n_test),
+         "--replicas", "1,2,4", "--epochs", str(epochs),
+         "--max-epochs", str(max_epochs), "--batch", "16",
          "--strategies", "sync,async", "--settings", settings,
          "--json", str(out), "--plot", str(tmp_path / "acc")],
         cwd=BENCHMARKS, capture_output=True, text=True, timeout=900)
@@ -106,9 +108,12 @@ def test_scaling_accuracy_rows_bytes_and_targets(tmp_path):
 
 
 def test_scaling_accuracy_cnn_workload(tmp_path):
-    stdout, report = _scaling_accuracy(tmp_path, "cnn", "0.5+sqrt")
+    # The CNN's rows cost the most: fewer of them, one epoch.
+    stdout, report = _scaling_accuracy(tmp_path, "cnn", "0.5+sqrt",
+                                       n_train=192, n_test=64, epochs=1,
+                                       max_epochs=1)
     assert report["workload"] == "cnn" and report["args"]["lr"] == 0.01
-    assert "workload cnn: 600 training and 200 test rows" in stdout
+    assert "workload cnn: 192 training and 64 test rows" in stdout
     contenders = {(r["P"], r["contender"], r.get("setting"))
                   for r in report["rows"] if not r.get("error")}
     # single; ddp at P = 2, 4; defaults at 1, 2, 4 and the setting at 2, 4,
