@@ -17,7 +17,9 @@ import torch
 from dislib_nn import runtime
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, constraint, task
 from dislib_nn.training._adaptive import MIN_WORKERS
-from dislib_nn.training.tasks._device import resolve_device, size_threads
+from dislib_nn.training.tasks._device import (resolve_device, size_threads,
+                                              wants_gpu)
+from dislib_nn.training.tasks._torch_loop import concat_blocks
 
 __all__ = ["wanted", "has_batch_norm", "submit_recompute"]
 
@@ -121,7 +123,7 @@ def statistics(components, state, x_blocks, batch_size, x_dtype, device,
     for _, layer in layers:
         layer.reset_running_stats()
         layer.momentum = None
-    x = _concat(x_blocks)
+    x = concat_blocks(x_blocks)
     n = len(x)
     if n % batch_size == 1:
         n -= 1                  # BatchNorm cannot normalise one row
@@ -165,20 +167,11 @@ def merge_statistics(state, statistics, counts):
 # --------------------------------------------------------------- helpers
 def _statistics_task_for(device):
     """The CPU or GPU declaration, by the rule of ``train_task_for``."""
-    device = str(device)
-    gpu = device.startswith("cuda") or (
-        device == "auto" and runtime.gpus_per_task() > 0)
-    return _batchnorm_statistics_gpu if gpu else _batchnorm_statistics
+    return _batchnorm_statistics_gpu if wants_gpu(device) \
+        else _batchnorm_statistics
 
 
 def _tracks(module):
     return isinstance(module, torch.nn.modules.batchnorm._BatchNorm) \
         and module.track_running_stats
 
-
-def _concat(blocks):
-    blocks = [b if torch.is_tensor(b) else torch.as_tensor(b)
-              for b in blocks]
-    if not blocks:
-        return torch.empty((0,))
-    return blocks[0] if len(blocks) == 1 else torch.cat(blocks)

@@ -10,7 +10,7 @@ import torch
 
 from dislib_nn import runtime
 
-__all__ = ["resolve_device", "size_threads"]
+__all__ = ["resolve_device", "size_threads", "wants_gpu"]
 
 
 def resolve_device(device):
@@ -50,6 +50,16 @@ def resolve_device(device):
             f"{torch.version.cuda is not None}). Use device='auto' to "
             f"fall back to the CPU.")
     return resolved
+
+
+def wants_gpu(device):
+    """Whether tasks for the ``device`` parameter take a GPU declaration:
+    a CUDA device does, and ``"auto"`` only where training tasks ask the
+    runtime for GPUs (``runtime.gpus_per_task()``), since on a CPU-only
+    site a GPU constraint could never be met."""
+    device = str(device)
+    return device.startswith("cuda") or (
+        device == "auto" and runtime.gpus_per_task() > 0)
 
 
 def size_threads():

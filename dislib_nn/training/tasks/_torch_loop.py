@@ -21,7 +21,8 @@ from dislib_nn.training.tasks._precision import amp_plan
 from dislib_nn.training.tasks._report import TrainStats
 
 __all__ = ["EpochSettings", "run_train_task", "train_one_epoch",
-           "share_of_batches", "share_rows", "forward_batches", "to_cpu"]
+           "share_of_batches", "share_rows", "forward_batches", "to_cpu",
+           "concat_blocks"]
 
 _BATCH_NORMS = (torch.nn.modules.batchnorm._BatchNorm,
                 torch.nn.SyncBatchNorm)
@@ -225,8 +226,8 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
     model.train()
     criterion = components.build_criterion().to(device)
     optimizer = _optimizer(components, model, settings, optim_state)
-    x = _concat(x_blocks)
-    y = _concat(y_blocks)
+    x = concat_blocks(x_blocks)
+    y = concat_blocks(y_blocks)
     generator = None
     if settings.shuffle_rows:
         generator = torch.Generator().manual_seed(settings.seed)
@@ -409,9 +410,10 @@ def _optimizer(components, model, settings, optim_state):
     return optimizer
 
 
-def _concat(blocks):
+def concat_blocks(blocks):
+    """A worker's blocks as one tensor (an empty one for no blocks)."""
     blocks = [b if torch.is_tensor(b) else torch.as_tensor(b)
               for b in blocks]
-    if len(blocks) == 1:
-        return blocks[0]
-    return torch.cat(blocks)
+    if not blocks:
+        return torch.empty((0,))
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks)

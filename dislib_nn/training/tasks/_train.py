@@ -38,6 +38,7 @@ and ignore them.
 
 from dislib_nn import runtime
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, constraint, task
+from dislib_nn.training.tasks._device import wants_gpu
 from dislib_nn.training.tasks._torch_loop import run_train_task
 
 __all__ = ["train_task_for"]
@@ -93,9 +94,7 @@ def train_task_for(device, on_failure="retry"):
     constraint could never be met. ``on_failure="raise"`` takes the
     declaration the runtime never reruns.
     """
-    device = str(device)
-    gpu = device.startswith("cuda") or (
-        device == "auto" and runtime.gpus_per_task() > 0)
+    gpu = wants_gpu(device)
     if on_failure == "raise":
         return _train_epoch_gpu_once if gpu else _train_epoch_once
     return _train_epoch_gpu if gpu else _train_epoch
