@@ -8,14 +8,20 @@ small (docs/benchmarks.md, "Accuracy from 2 to 64 replicas": one merge
 per epoch held to 94 steps a replica and lost 20 points at 23). What
 kept the accuracy there was the learning rate scaled by ``sqrt(P)``,
 made safe by four merges an epoch, with half the scaled rate in the
-first epoch.
+first epoch. With ``MERGES_PER_EPOCH`` steps or fewer the defaults merge
+after every step, which is large-batch SGD, at the given rate: with so
+few steps the scaled rate has no room to warm up, and it diverged (the
+CNN at 64 replicas of 3 steps: chance level at ``lr * 8``, 0.37 at
+``lr``; digits at 16 replicas of 3 steps: no better than ``lr``).
 
 :func:`plan` turns the ``sync_every="auto"`` and ``lr_scaling="auto"``
 defaults into that rule, for ``MIN_WORKERS`` replicas or more making
 fewer than ``MIN_STEPS`` steps an epoch; explicit values are taken as
-given. A plain
-record (:class:`Plan`) says what was chosen and why: ``verbose`` prints
-it and ``history_`` records it.
+given. A strategy may adapt ``"auto"`` parameters of its own to the
+same condition (the asynchronous strategy's ``max_lag``: see
+:meth:`dislib_nn.training.strategies.Strategy.adapt`). A plain record
+(:class:`Plan`) says what was chosen and why: ``verbose`` prints it and
+``history_`` records it.
 """
 
 import math
@@ -79,16 +85,27 @@ class Plan:
         merge per epoch at the unscaled rate.
     steps : int
         Optimizer steps per epoch of the replica with the most rows.
+    few : bool
+        Whether the replicas make few steps (``MIN_WORKERS`` replicas or
+        more, fewer than ``MIN_STEPS`` steps each, a strategy that merges
+        within epochs): what the ``"auto"`` defaults adapt to.
+    strategy_params : dict
+        The strategy's own ``"auto"`` parameters, as they run (name ->
+        value; ``{"max_lag": 0}`` for instance).
     """
 
-    __slots__ = ("sync_every", "lr_factor", "warmup", "adapted", "steps")
+    __slots__ = ("sync_every", "lr_factor", "warmup", "adapted", "steps",
+                 "few", "strategy_params")
 
-    def __init__(self, sync_every, lr_factor, warmup, adapted, steps):
+    def __init__(self, sync_every, lr_factor, warmup, adapted, steps,
+                 few=False, strategy_params=None):
         self.sync_every = sync_every
         self.lr_factor = float(lr_factor)
         self.warmup = bool(warmup)
         self.adapted = bool(adapted)
         self.steps = int(steps)
+        self.few = bool(few)
+        self.strategy_params = dict(strategy_params or {})
 
     def factor(self, epoch):
         """The factor of epoch ``epoch`` (0-based, across fits)."""
@@ -118,9 +135,12 @@ class Plan:
             f", lr x{self.lr_factor:.3g}"
         if self.warmup:
             rate += " (half of it in the first epoch)"
+        rate += "".join(f", {name}={value!r}" for name, value
+                        in self.strategy_params.items())
         why = ""
-        if self.adapted:
-            why = (f" (sync_every='auto': {self.steps} optimizer steps per "
+        if self.adapted or (self.few and self.strategy_params):
+            auto = "sync_every='auto'" if self.adapted else "'auto'"
+            why = (f" ({auto}: {self.steps} optimizer steps per "
                    f"replica and epoch, fewer than {MIN_STEPS})")
         return f"{merges}{rate}{why}"
 
@@ -130,13 +150,13 @@ class Plan:
         every = self.sync_every
         if callable(every):
             every = "callable" if epoch is None else self.at(epoch)
-        return {"sync_every": every, "lr_factor": self.lr_factor,
-                "warmup": self.warmup, "adapted": self.adapted,
-                "steps": self.steps}
+        return dict({"sync_every": every, "lr_factor": self.lr_factor,
+                     "warmup": self.warmup, "adapted": self.adapted,
+                     "steps": self.steps}, **self.strategy_params)
 
 
 def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
-         has_schedule=False):
+         has_schedule=False, adapt=None):
     """The :class:`Plan` for the parameters and the replicas' steps.
 
     Parameters
@@ -152,6 +172,10 @@ def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
     has_schedule : bool
         Whether the user gave an ``lr_schedule`` (then no warm-up is
         added to it).
+    adapt : callable, optional
+        ``few -> dict``: the strategy's own ``"auto"`` parameters as they
+        run, given whether the replicas make few steps
+        (:attr:`Plan.few`).
     """
     few = n_workers >= MIN_WORKERS and steps < MIN_STEPS and fractions
     adapted = False
@@ -162,8 +186,10 @@ def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
             sync_every = "step" if steps <= MERGES_PER_EPOCH \
                 else 1 / MERGES_PER_EPOCH
     if lr_scaling == "auto":
-        lr_scaling = "sqrt" if adapted else "none"
+        lr_scaling = "sqrt" if adapted and sync_every != "step" \
+            else "none"
     factor = {"none": 1.0, "sqrt": math.sqrt(n_workers),
               "linear": float(n_workers)}[lr_scaling]
     warmup = factor > 1.0 and not has_schedule
-    return Plan(sync_every, factor, warmup, adapted, steps)
+    return Plan(sync_every, factor, warmup, adapted, steps, few,
+                {} if adapt is None else adapt(few))

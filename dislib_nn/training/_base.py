@@ -217,6 +217,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             train_task_for(self.device, self.on_failure))
         plan = self._plan(setup, n_epochs)
         setup.params["sync_every"] = plan.sync_every
+        setup.params.update(plan.strategy_params)
         named = self._callbacks(plan)
         for _, cb in named:
             cb.initialize()
@@ -248,8 +249,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         return validate
 
     def _plan(self, setup, n_epochs):
-        """What ``sync_every="auto"`` and ``lr_scaling="auto"`` run as
-        (:mod:`._adaptive`), from the replicas' steps in the first epoch;
+        """What ``sync_every="auto"``, ``lr_scaling="auto"`` and the
+        strategy's own ``"auto"`` parameters run as (:mod:`._adaptive`),
+        from the replicas' steps in the first epoch;
         a callable ``sync_every`` is checked for each of the fit's
         ``n_epochs`` epochs first, before anything is submitted."""
         for epoch in range(self.n_epochs_, self.n_epochs_ + n_epochs):
@@ -258,7 +260,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             self.sync_every, self.lr_scaling, self.n_workers_,
             setup.steps_per_epoch(self.n_epochs_),
             fractions=self._strategy_class.merges_within_epochs,
-            has_schedule=self.lr_schedule is not None)
+            has_schedule=self.lr_schedule is not None,
+            adapt=lambda few: self._strategy_class.adapt(setup.params, few))
 
     def _callbacks(self, plan):
         """The fit's ``(name, callback)`` pairs, in the order they run:

@@ -35,13 +35,17 @@ _ASYNC_STRATEGY = """
     ahead of the slowest (see docs/strategies.md).
 """
 
-_ASYNC_PARAMETERS = """    max_lag : int or None, default=1
+_ASYNC_PARAMETERS = """    max_lag : int, None or "auto", default="auto"
         How many rounds (merges: an epoch, ``sync_every`` epochs, or a
         share of an epoch when ``sync_every`` is a fraction or
         ``"step"``) any worker may run ahead of the slowest. 0 starts
         every round from the model with all of the previous round's
         merges (the synchronous strategy's model); None never makes a
-        worker wait.
+        worker wait. ``"auto"`` is 1, and 0 where the replicas make few
+        steps an epoch (4 replicas or more, fewer than 64 steps each,
+        the condition ``sync_every="auto"`` adapts to): there a round's
+        update one round stale cost up to 21 points of accuracy in
+        docs/benchmarks.md. ``history_`` records what it ran.
     staleness_exponent : float, default=0.5
         A merge's weight is its share of the samples times
         ``(1 + tau) ** -staleness_exponent``, where ``tau`` is how many

@@ -14,10 +14,15 @@ there (see :mod:`dislib_nn.training.merge._stale`).
 ``max_lag`` bounds how many rounds (merges) ahead a worker may run,
 purely as task dependencies: worker ``w``'s round ``r`` starts from the
 freshest of its own merge of round ``r - 1`` and the other workers'
-merges of round ``r - 1 - max_lag`` (a small task picks it, so it
-depends on all of them). ``max_lag=0`` thus starts every round from the
-model with all of the previous round's merges, which is the synchronous
-strategy; ``max_lag=None`` adds no dependency between workers. Nothing
+merges of round ``r - 1 - max_lag`` (a small task picks it: it reads
+those P models, so it depends on all of them). With ``max_lag=0`` every
+round starts from the model with all of the previous round's merges,
+which is the synchronous strategy; that model is the global one once
+the round's merges are done, so one task reads it (:func:`_round_start`)
+and every worker starts from its output: P + 1 models move a round
+instead of P * P. ``max_lag=None`` adds no dependency between workers.
+The default, ``"auto"``, is 1, and 0 where the replicas make few steps
+an epoch (:data:`LAG_FEW_STEPS`, :meth:`AsyncStrategy.adapt`). Nothing
 in the chains waits on the master; the master reads scalars only, up to
 the epochs that ``max_lag`` rounds span behind (see
 :attr:`AsyncStrategy.scalar_lag`).
@@ -27,7 +32,8 @@ import math
 import numbers
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
-from dislib_nn.training._param_validation import Interval, NoneValue
+from dislib_nn.training._param_validation import (Interval, NoneValue,
+                                                  Options)
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
@@ -36,7 +42,18 @@ from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
 
-__all__ = ["AsyncStrategy"]
+__all__ = ["AsyncStrategy", "LAG", "LAG_FEW_STEPS"]
+
+#: ``max_lag="auto"``: a worker may run one round ahead ...
+LAG = 1
+#: ... and none where the replicas make few steps an epoch (the
+#: adaptive defaults' condition, :attr:`.._adaptive.Plan.few`): there a
+#: round is a few steps at a scaled rate, and an update one round stale
+#: is as large as a fresh one. Measured (docs/benchmarks.md, "Accuracy
+#: from 2 to 64 replicas"): with one round of lag the rule lost 16.4
+#: points at 64 replicas on the MLP and 21.1 at 16 on the CNN, where
+#: the synchronous model it gives without lag lost none and 1.8.
+LAG_FEW_STEPS = 0
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
@@ -56,6 +73,26 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     record.update(worker=worker, epoch=epoch)
     state, optim, info = _stale.snapshot_of(glob)
     return state, optim, info, record
+
+
+@task(returns=1, glob=COMMUTATIVE)
+def _fold_only(glob, start_state, start_info, trained_state, trained_optim,
+               n_samples, stat, worker, epoch, rules, round_rows):
+    """:func:`_fold` without the fresh copy (``max_lag=0``: the next
+    round starts from :func:`_round_start`); the merge's record."""
+    record = _stale.fold(glob, start_state, start_info["progress"],
+                         trained_state, n_samples, rules, trained_optim,
+                         finite=stat.finite, round_rows=round_rows)
+    record.update(worker=worker, epoch=epoch)
+    return record
+
+
+@task(returns=3)
+def _round_start(glob):
+    """The global model after a round's merges (this task follows them
+    all): what every worker starts the next round from with
+    ``max_lag=0``."""
+    return _stale.snapshot_of(glob)
 
 
 @task(returns=3, states=_COLLECTION, optims=_COLLECTION, infos=_COLLECTION)
@@ -91,11 +128,20 @@ class AsyncStrategy(Strategy):
     (``"outer_optimizer"``).
     """
 
-    parameters = {"max_lag": 1, "staleness_exponent": 0.5}
+    parameters = {"max_lag": "auto", "staleness_exponent": 0.5}
     merges_within_epochs = True
     constraints = {
-        "max_lag": [NoneValue(), Interval(numbers.Integral, 0, None)],
+        "max_lag": [Options("auto"), NoneValue(),
+                    Interval(numbers.Integral, 0, None)],
         "staleness_exponent": [Interval(numbers.Real, 0, None)]}
+
+    @classmethod
+    def adapt(cls, params, few):
+        """``max_lag="auto"``: :data:`LAG_FEW_STEPS` where the replicas
+        make few steps an epoch, else :data:`LAG`."""
+        if params["max_lag"] != "auto":
+            return {}
+        return {"max_lag": LAG_FEW_STEPS if few else LAG}
 
     def __init__(self, setup):
         super().__init__(setup)
@@ -120,6 +166,8 @@ class AsyncStrategy(Strategy):
         self.current = [None] * n          # trained state, mid-round
         self.optims = [None if self.average else o for o in initial_optims]
         self.rounds = []                   # merge outputs per round
+        # max_lag=0: the next round's start, shared by every worker.
+        self.next_start = None
         self.round_open = [True] * n
         self.rounds_per_epoch = 1
         # sync_every of the epoch submitted last (read by scalar_lag).
@@ -256,6 +304,10 @@ class AsyncStrategy(Strategy):
         r = len(self.rounds)
         if r == 0:
             return
+        if self.max_lag == 0:
+            # Released with the round that starts from it (_merge).
+            self.start[w], self.picked[w] = self.next_start, False
+            return
         own = self.rounds[r - 1][w]
         others = []
         if self.max_lag is not None and r - 1 - self.max_lag >= 0:
@@ -275,12 +327,16 @@ class AsyncStrategy(Strategy):
         outputs, records = [], []
         for w, count in enumerate(counts):
             start_state, _, start_info = self.start[w]
-            state, optim, info, record = _fold(
-                self.glob, start_state, start_info,
-                self.current[w], self.optims[w] if self.average else None,
-                count, stats[w], w, epoch + 1, self.rules, round_rows)
-            outputs.append((state, optim, info))
-            records.append(record)
+            args = (self.glob, start_state, start_info, self.current[w],
+                    self.optims[w] if self.average else None, count,
+                    stats[w], w, epoch + 1, self.rules, round_rows)
+            if self.max_lag == 0:
+                records.append(_fold_only(*args))
+                outputs.append((None, None, None))
+            else:
+                state, optim, info, record = _fold(*args)
+                outputs.append((state, optim, info))
+                records.append(record)
             lifetimes.release(self.current[w])
             if self.average:
                 lifetimes.release(self.optims[w])
@@ -297,7 +353,12 @@ class AsyncStrategy(Strategy):
         if old >= 0:
             lifetimes.release([list(snap) for snap in self.rounds[old]])
         model = None
-        if want_model:
+        if self.max_lag == 0:
+            lifetimes.release(list(self.next_start or ()))
+            self.next_start = tuple(_round_start(self.glob))
+            if want_model:
+                model = lifetimes.keep(self.next_start[0])
+        elif want_model:
             model = lifetimes.keep(_freshest_state(
                 [o[0] for o in outputs], [o[2] for o in outputs]))
         return records, model

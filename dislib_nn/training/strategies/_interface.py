@@ -278,6 +278,14 @@ class Strategy:
     def __init__(self, setup):
         self.setup = setup
 
+    @classmethod
+    def adapt(cls, params, few):
+        """What this strategy's own ``"auto"`` parameters in ``params``
+        run as (name -> value, ``{}`` when none), given whether the
+        replicas make few steps an epoch (:mod:`.._adaptive`); before
+        the strategy is built, so that it reads them in ``params``."""
+        return {}
+
     @property
     def scalar_lag(self):
         """Epochs whose scalars the base may leave unread while submitting.

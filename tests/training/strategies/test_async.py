@@ -1,6 +1,7 @@
 """The asynchronous estimators: against the synchronous ones, against
 plain PyTorch, and the staleness arithmetic the docs state."""
 
+import collections
 import copy
 import re
 
@@ -15,6 +16,7 @@ from dislib_nn import (AsyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.merge import _stale as sm
+from dislib_nn.runtime._engine import Engine
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
 
@@ -144,7 +146,7 @@ def test_unbounded_lag_keeps_the_synchronous_history_keys():
     assert abs(clf.score(X, y) - theirs) <= ACC_TOL
 
 
-@pytest.mark.parametrize("max_lag", [None, 2])
+@pytest.mark.parametrize("max_lag", [None, 0, 2])
 @pytest.mark.parametrize("optimizer_state", ["keep", "average"])
 def test_every_lag_releases_only_what_is_consumed(max_lag, optimizer_state):
     # A future released with delete_object cannot reach a task again
@@ -177,6 +179,40 @@ def test_every_lag_releases_only_what_is_consumed(max_lag, optimizer_state):
     clf = run()
     assert clf.n_epochs_ == 15
     assert clf.score(X, y) >= yardstick.score(X, y) - 0.15
+
+
+@pytest.mark.parametrize("max_lag, reads", [
+    # One task reads the global model after each round's merges.
+    (0, {"_round_start": 6, "_fold_only": 18}),
+    # Each worker's start picked from the 3 merges of the round before
+    # (from the third round on), and a fresh copy from every merge.
+    (1, {"_freshest": 3 * 4, "_fold": 18})])
+def test_what_each_lag_reads_to_start_a_round(monkeypatch, max_lag, reads):
+    """3 workers, 3 epochs of two rounds each (6 rounds, 18 merges). With
+    no lag the starts cost one read of the global model a round, not one
+    task reading every worker's merge per worker (P + 1 models moved
+    instead of P * P), and the model is still the synchronous one."""
+    calls = collections.Counter()
+    submit = Engine.submit
+
+    def counted(engine, task_fn, args, kwargs):
+        calls[task_fn.__qualname__] += 1
+        return submit(engine, task_fn, args, kwargs)
+    monkeypatch.setattr(Engine, "submit", counted)
+    X, y = _classification()
+    params = dict(module=_models.Classifier, n_workers=3, n_epochs=3,
+                  batch_size=16, lr=0.05, sync_every=0.5, random_state=0)
+    use_backend("sequential")
+    try:
+        lagged = AsyncEpochAveragingClassifier(max_lag=max_lag,
+                                               **params).fit(X, y)
+        sync = SyncEpochAveragingClassifier(**params).fit(X, y)
+    finally:
+        use_backend("local")
+    names = ("_freshest", "_round_start", "_fold", "_fold_only")
+    assert {k: calls[k] for k in names if calls[k]} == reads
+    if max_lag == 0:
+        _assert_same(lagged.module_, sync.module_)
 
 
 # ------------------------------------------------ the arithmetic, no tasks
@@ -394,8 +430,12 @@ def test_balanced_folds_share_alike_and_count_rounds_by_merges():
 # ----------------------------------------------------------------- errors
 @pytest.mark.parametrize("param, value, message", [
     ("max_lag", -1, "The 'max_lag' parameter of AsyncEpochAveraging"
-                    "Classifier must be None or an int in the range "
-                    "[0, inf). Got -1 instead."),
+                    "Classifier must be a str among {'auto'}, None or "
+                    "an int in the range [0, inf). Got -1 instead."),
+    ("max_lag", "none", "The 'max_lag' parameter of AsyncEpochAveraging"
+                        "Classifier must be a str among {'auto'}, None or "
+                        "an int in the range [0, inf). Got 'none' "
+                        "instead."),
     ("max_lag", 1.5, "The 'max_lag' parameter"),
     ("staleness_exponent", -0.5, "The 'staleness_exponent' parameter of "
                                  "AsyncEpochAveragingClassifier must be a "
