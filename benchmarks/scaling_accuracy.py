@@ -23,17 +23,19 @@ at ``--epochs``):
                     ``AsyncEpochAveragingClassifier`` with only
                     ``n_workers``, ``lr``, ``momentum``, ``batch_size``,
                     ``random_state`` and ``validation_data`` set
-                    (``sync_every`` and ``lr_scaling`` at "auto"; what they
-                    ran is ``history_[0]["schedule"]``);
+                    (``sync_every``, ``lr_scaling`` and ``max_lag`` at
+                    "auto"; what they ran is ``history_[0]["schedule"]``);
 ``STRATEGY SETTING`` the same with ``--settings``, each
-                    ``SYNC_EVERY[+sqrt|+lin][+diloco][+bf16]``: a merge every
+                    ``SYNC_EVERY[+sqrt|+lin][+diloco][+bf16][+lagK]``: a
+                    merge every
                     SYNC_EVERY epochs (a fraction merges within epochs,
                     ``step`` after every step), ``lr_scaling="sqrt"`` or
                     ``"linear"`` (the estimator then runs half the rate in
                     the first epoch), ``+diloco`` an outer SGD (lr 0.7,
                     momentum 0.9, Nesterov), ``+bf16``
                     ``merge_precision="bf16"`` (skipped, with a note, where
-                    the estimators have no such parameter);
+                    the estimators have no such parameter), ``+lagK``
+                    ``max_lag=K`` (asynchronous only);
                     ``SETTING@P0`` runs it only from P0 replicas on,
                     ``SETTING@P0-P1`` only from P0 to P1.
                     A setting that runs what the defaults ran (their
@@ -44,13 +46,18 @@ Per contender and P it prints the test accuracy at ``--epochs``, the
 points against single-process there, the first epoch within 1 point of
 single-process's accuracy at ``--epochs`` ("-" when not within
 ``--max-epochs``), the bytes moved per epoch and the fit's wall time
-here. Bytes, in models of M bytes: a synchronous merge round reads the P
-replicas and P - 2 partial sums and sends the merged model to P training
-tasks, (3P - 2) M, times the rounds of an epoch (``history_``'s
-``n_merges``); an asynchronous merge folds one replica into the global
-model and returns one global copy, 2 M per merge (``history_``'s
-``merges``: P per round); with ``+bf16`` the replicas' uploads count M /
-2; DDP's ring all-reduce, 2 (P - 1) N / (P b) M an epoch.
+here. Bytes, in models of M bytes, every read counted as crossing
+nodes: a synchronous merge round reads the P replicas and P - 2 partial
+sums and sends the merged model to P training tasks, (3P - 2) M, times
+the rounds of an epoch (``history_``'s ``n_merges``); an asynchronous
+round (``history_``'s ``merges``: P per round) folds P replicas, each
+fold reading one and the global model, 2P M, and then starts the next
+round: with ``max_lag=0`` one task reads the global model and P
+training tasks its copy, (P + 1) M; otherwise each fold returns a copy
+to its worker, P M, and with a lag bound (P >= 2) each worker's start
+is picked by a task reading the P copies of the round before, P * P M;
+with ``+bf16`` the replicas' uploads count M / 2; DDP's ring
+all-reduce, 2 (P - 1) N / (P b) M an epoch.
 
 Then the cost model (``_cost.py``, as ``cost_model.py``: the paper's
 cluster, 4 GPUs a node, its stated figures, the merge cost measured
@@ -100,7 +107,8 @@ EVAL_CHUNK = 1000
 
 
 def parse_setting(setting):
-    """``SYNC_EVERY[+sqrt|+lin][+diloco][+bf16]`` -> estimator parameters."""
+    """``SYNC_EVERY[+sqrt|+lin][+diloco][+bf16][+lagK]`` -> estimator
+    parameters."""
     every, *suffixes = setting.split("+")
     params = {}
     if every == "step":
@@ -120,22 +128,28 @@ def parse_setting(setting):
             params.update(DILOCO)
         elif suffix == "bf16":
             params["merge_precision"] = "bf16"
+        elif suffix.startswith("lag") and suffix[3:].isdigit():
+            params["max_lag"] = int(suffix[3:])
         else:
             raise ValueError(f"--settings: unknown suffix {suffix!r} in "
-                             f"{setting!r} (sqrt, lin, diloco, bf16)")
+                             f"{setting!r} (sqrt, lin, diloco, bf16, lagK)")
     return params
 
 
 def same_as_defaults(params, schedule, P):
     """Whether a setting runs what the defaults ran (``schedule``, from
-    ``history_``): the same merges and the same scaled, warmed-up rate,
-    nothing else set. The defaults' fit is then not repeated."""
-    if set(params) != {"sync_every", "lr_scaling"} or not schedule:
+    ``history_``): the same merges, the same scaled, warmed-up rate and
+    the same ``max_lag``, nothing else set. The defaults' fit is then not
+    repeated."""
+    if not schedule or set(params) - {"max_lag"} != {"sync_every",
+                                                     "lr_scaling"}:
         return False
     factor = math.sqrt(P) if params["lr_scaling"] == "sqrt" else P
     return (schedule.get("sync_every") == params["sync_every"]
             and math.isclose(schedule.get("lr_factor", 0), factor)
-            and bool(schedule.get("warmup")) == (factor > 1))
+            and bool(schedule.get("warmup")) == (factor > 1)
+            and schedule.get("max_lag") == params.get(
+                "max_lag", schedule.get("max_lag")))
 
 
 def scorer(X_test, y_test):
@@ -161,16 +175,40 @@ def merges_per_epoch(strategy, history, P):
     return float(np.mean([len(h.get("merges", [])) for h in history])) / P
 
 
-def library_bytes(strategy, P, rounds, size, bf16=False):
-    """Bytes moved per epoch by ``rounds`` merge rounds of P replicas."""
+def library_bytes(strategy, P, rounds, size, bf16=False, max_lag=1):
+    """Bytes moved per epoch by ``rounds`` merge rounds of P replicas
+    (every read counted as crossing nodes)."""
     upload = size / 2 if bf16 else size
     if strategy == "sync":
         # P replica uploads, P - 2 partial sums, P copies sent back.
-        per_round = P * upload + max(P - 2, 0) * size + P * size
+        return (P * upload + max(P - 2, 0) * size + P * size) * rounds
+    # P folds, each reading one replica and the global model (which
+    # moves from one fold's node to the next) ...
+    per_round = P * (upload + size)
+    if max_lag == 0:
+        # ... one task reading the global model after them, its copy
+        # read by P training tasks;
+        per_round += (P + 1) * size
     else:
-        # P folds, each reads one replica and returns one global copy.
-        per_round = P * (upload + size)
+        # ... each returning a global copy to its worker; with a lag
+        # bound each worker's start is picked by a task reading the P
+        # copies of the round before (none with one replica).
+        per_round += P * size
+        if max_lag is not None and P > 1:
+            per_round += P * P * size
     return per_round * rounds
+
+
+def lag_of(row):
+    """The ``max_lag`` an asynchronous row ran: its schedule's (chosen by
+    ``"auto"``), else its setting's ``+lagK``, else 1."""
+    sched = row.get("schedule") or {}
+    if "max_lag" in sched:
+        return sched["max_lag"]
+    for suffix in (row.get("setting") or "").split("+"):
+        if suffix.startswith("lag") and suffix[3:].isdigit():
+            return int(suffix[3:])
+    return 1
 
 
 def ddp_bytes(P, size, n_train, batch):
@@ -228,8 +266,10 @@ def print_row(row, single_acc):
         return
     within = row["epochs_to_target"]
     sched = row.get("schedule")
-    ran = "" if not sched else (f"  ran sync_every={sched['sync_every']} "
-                                f"lr x{sched['lr_factor']:.3g}")
+    ran = "" if not sched else (
+        f"  ran sync_every={sched['sync_every']} lr "
+        f"x{sched['lr_factor']:.3g}" + (f" max_lag={sched['max_lag']}"
+                                        if "max_lag" in sched else ""))
     fit = f"  fit {row['fit_s']:.0f} s" if "fit_s" in row else ""
     print(f"P={row['P']:>3} {name:<28} acc {row['acc']:.4f} "
           f"({row['points']:+.1f} pts)  within 1 pt at epoch "
@@ -372,13 +412,19 @@ def main(argv=None):
         for strategy in strategies:
             named = [s for s in settings
                      if max(args.settings_from, p_range[s][0]) <= P
-                     <= p_range[s][1]]
+                     <= p_range[s][1] and (strategy == "async"
+                                           or "max_lag" not in parsed[s])]
             for setting in ["default"] + named:
                 params = {} if setting == "default" else parsed[setting]
                 row = {"P": P, "contender": strategy, "setting": setting}
                 key = (P, strategy, setting)
                 if key in done:
-                    rows.append(finish(done[key], done[key]["scores"]))
+                    old = done[key]
+                    if not old.get("error"):    # by this version's formula
+                        old["bytes_per_epoch"] = library_bytes(
+                            strategy, P, old["merges_per_epoch"], size,
+                            bf16="+bf16" in setting, max_lag=lag_of(old))
+                    rows.append(finish(old, old["scores"]))
                     print_row(rows[-1], single[at])
                     continue
                 default = next((r for r in rows if r["P"] == P and
@@ -402,13 +448,12 @@ def main(argv=None):
                     print_row(row, single[at])
                     continue
                 rounds = merges_per_epoch(strategy, history, P)
-                row.update(
-                    fit_s=time.perf_counter() - t0,
-                    schedule=history[0].get("schedule"),
-                    merges_per_epoch=rounds,
-                    bytes_per_epoch=library_bytes(
-                        strategy, P, rounds, size,
-                        bf16="merge_precision" in params))
+                row.update(fit_s=time.perf_counter() - t0,
+                           schedule=history[0].get("schedule"),
+                           merges_per_epoch=rounds)
+                row["bytes_per_epoch"] = library_bytes(
+                    strategy, P, rounds, size,
+                    bf16="merge_precision" in params, max_lag=lag_of(row))
                 rows.append(finish(row, scores))
                 print_row(row, single[at])
         if args.json:       # after every P: a long run keeps what it has

@@ -46,7 +46,7 @@ def test_scaling_accuracy_rows_bytes_and_targets(tmp_path):
     # contender at every P, its bytes by the stated formulas, the epochs
     # to within 1 point of single-process read off its own scores.
     import dislib_nn as dnn
-    settings = ["0.25+sqrt", "0.25+sqrt+diloco", "0.5+lin+bf16"]
+    settings = ["0.25+sqrt", "0.25+sqrt+diloco", "0.5+lin+bf16", "0.5+lag1"]
     stdout, report = _scaling_accuracy(tmp_path, "mlp", ",".join(settings))
     has_bf16 = "merge_precision" in \
         dnn.SyncEpochAveragingClassifier().get_params()
@@ -65,7 +65,9 @@ def test_scaling_accuracy_rows_bytes_and_targets(tmp_path):
         (P, strategy, setting) for P in (1, 2, 4)
         for strategy in ("sync", "async")
         # --settings from P = 2 on (--settings-from's default).
-        for setting in ["default"] + (settings if P > 1 else [])}
+        for setting in ["default"] + (settings if P > 1 else [])
+        # +lagK sets max_lag: asynchronous only.
+        if strategy == "async" or "lag" not in setting}
     assert set(by_key) == expected and len(rows) == len(expected)
     single = by_key[(1, "single", None)]
     assert len(single["scores"]) == 3
@@ -96,11 +98,27 @@ def test_scaling_accuracy_rows_bytes_and_targets(tmp_path):
             if r["contender"] == "sync":
                 per_round = P * upload + max(P - 2, 0) * size + P * size
             else:
-                per_round = P * (upload + size)
+                # The docs' formula: folds read a replica and the global
+                # model; with no lag one read of the global model starts
+                # every worker, else each fold's copy does, picked by a
+                # task reading P copies when there is a lag bound.
+                # (Only the explicit +lag1 row has no max_lag there.)
+                lag = r["schedule"].get("max_lag", 1)
+                per_round = P * (upload + size) + (
+                    (P + 1) * size if lag == 0
+                    else P * size + (P * P * size if P > 1 else 0))
             expect = per_round * r["merges_per_epoch"]
         else:
             expect = 0
         assert abs(r["bytes_per_epoch"] - expect) <= 1e-6 * expect
+    # max_lag="auto": 1 at two replicas, 0 at four of 9 steps each; +lag1
+    # runs what it says.
+    lags = {P: by_key[(P, "async", "default")]["schedule"]["max_lag"]
+            for P in (1, 2, 4)}
+    assert lags == {1: 1, 2: 1, 4: 0}
+    assert "max_lag" not in by_key[(4, "sync", "default")]["schedule"]
+    assert "max_lag" not in by_key[(4, "async", "0.5+lag1")]["schedule"]
+    assert "ran sync_every=0.25 lr x2 max_lag=0" in stdout
     # Two replicas at the defaults: one merge per epoch, 4 models.
     assert by_key[(2, "sync", "default")]["merges_per_epoch"] == 1
     assert by_key[(2, "sync", "default")]["bytes_per_epoch"] == 4 * size

@@ -40,11 +40,16 @@ class MLP(nn.Module):
 
 MARKER = 7.25
 
+# The cases of one feature each have workers shuffle their own rows: the
+# global shuffle's tasks (five a block and epoch, most of what a fit
+# this small submits) run in each kind's default, average and lag0 fits.
+OWN_ROWS = {"shuffle": "local"}
 # DiLoCo's outer step (Nesterov SGD on the averaged update).
 OUTER = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
-         "outer_optimizer__momentum": 0.9, "outer_optimizer__nesterov": True}
+         "outer_optimizer__momentum": 0.9, "outer_optimizer__nesterov": True,
+         **OWN_ROWS}
 # Two merges an epoch with bf16 updates as their payloads.
-HALF_BF16 = {"sync_every": 0.5, "merge_precision": "bf16"}
+HALF_BF16 = {"sync_every": 0.5, "merge_precision": "bf16", **OWN_ROWS}
 
 
 class FaultyMLP(MLP):
@@ -114,7 +119,7 @@ def scheduled_fit(X, y):
     halve = HalveAfterFirst()
     est = dnn.SyncEpochAveragingRegressor(
         module=MLP, n_epochs=2, batch_size=16, n_workers=2, random_state=0,
-        sync_every=0.5, callbacks=[dnn.callbacks.LRScheduler(
+        sync_every=0.5, shuffle="local", callbacks=[dnn.callbacks.LRScheduler(
             torch.optim.lr_scheduler.OneCycleLR, step_every="batch",
             max_lr=0.1), halve])
     est.fit(X, y)
@@ -215,9 +220,9 @@ def main(parts):
             # the round's start, which the second epoch's task is given).
             runs["half-bf16"] = HALF_BF16
             runs["every2-bf16"] = {"merge_precision": "bf16",
-                                   "sync_every": 2}
+                                   "sync_every": 2, **OWN_ROWS}
             # The BatchNorm statistics recomputed after the last merge.
-            runs["batchnorm"] = {"recompute_batchnorm": True}
+            runs["batchnorm"] = {"recompute_batchnorm": True, **OWN_ROWS}
         if kind == "async-classifier":
             # The delayed outer step with no lag: the synchronous one.
             runs["lag0-outer"] = dict(OUTER, max_lag=0)
