@@ -51,8 +51,9 @@ LAG = 1
 #: round is a few steps at a scaled rate, and an update one round stale
 #: is as large as a fresh one. Measured (docs/benchmarks.md, "Accuracy
 #: from 2 to 64 replicas"): with one round of lag the rule lost 16.4
-#: points at 64 replicas on the MLP and 21.1 at 16 on the CNN, where
-#: the synchronous model it gives without lag lost none and 1.8.
+#: points at 64 replicas on the MLP and 21.1 at 16 on the CNN against
+#: single-process, where without lag (the synchronous model) it gained
+#: 5.3 and lost 1.8.
 LAG_FEW_STEPS = 0
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
@@ -67,10 +68,9 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     none is averaged) and its progress, which the worker starts its next
     round from, and the merge's record for ``history_``.
     """
-    record = _stale.fold(glob, start_state, start_info["progress"],
-                         trained_state, n_samples, rules, trained_optim,
-                         finite=stat.finite, round_rows=round_rows)
-    record.update(worker=worker, epoch=epoch)
+    record = _fold_into(glob, start_state, start_info, trained_state,
+                        trained_optim, n_samples, stat, worker, epoch,
+                        rules, round_rows)
     state, optim, info = _stale.snapshot_of(glob)
     return state, optim, info, record
 
@@ -80,6 +80,14 @@ def _fold_only(glob, start_state, start_info, trained_state, trained_optim,
                n_samples, stat, worker, epoch, rules, round_rows):
     """:func:`_fold` without the fresh copy (``max_lag=0``: the next
     round starts from :func:`_round_start`); the merge's record."""
+    return _fold_into(glob, start_state, start_info, trained_state,
+                      trained_optim, n_samples, stat, worker, epoch, rules,
+                      round_rows)
+
+
+def _fold_into(glob, start_state, start_info, trained_state, trained_optim,
+               n_samples, stat, worker, epoch, rules, round_rows):
+    """Fold the update in ``glob`` (in place); the merge's record."""
     record = _stale.fold(glob, start_state, start_info["progress"],
                          trained_state, n_samples, rules, trained_optim,
                          finite=stat.finite, round_rows=round_rows)
