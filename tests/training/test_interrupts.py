@@ -19,13 +19,21 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"),
                                 reason="reads processes from /proc")
 
 
+def _sigint_as_a_terminal_sends_it():
+    """Ctrl-C's default in the child: a job started in the background by
+    a shell without job control (a CI step run with ``&``) inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(folder, backend, case, start_method="forkserver"):
     env = dict(os.environ, PYTHONPATH=ROOT,
                DISLIB_NN_START_METHOD=start_method)
     env.pop("DISLIB_NN_BACKEND", None)
     process = subprocess.Popen(
         [sys.executable, SCRIPT, str(folder), backend, case],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=_sigint_as_a_terminal_sends_it)
     started = lambda: glob.glob(os.path.join(folder, "started-*"))  # noqa
     try:
         wait_for(lambda: started() or process.poll() is not None, 240,
@@ -77,7 +85,8 @@ def test_ctrl_c_in_wait_on_cancels_running_and_queued_tasks(tmp_path):
                           "interrupt_wait.py")
     process = subprocess.Popen(
         [sys.executable, script, str(tmp_path), "local"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=_sigint_as_a_terminal_sends_it)
     started = lambda: glob.glob(os.path.join(tmp_path, "started-*"))  # noqa
     wait_for(lambda: len(started()) == 2 or process.poll() is not None,
              240, "two tasks to start")
