@@ -89,6 +89,18 @@ def epoch_averaging(module, parts, criterion, epochs, batch_size, lr,
     return global_model
 
 
+def outer_step(optimizer, params, names, merged):
+    """An outer optimizer's step on the merged state, by hand: each of
+    ``params`` (the global model's, in ``names`` order) takes the
+    gradient ``param - merged[name]``; ``merged`` then holds the
+    stepped parameters (in place)."""
+    for name, param in zip(names, params):
+        param.grad = param.detach() - merged[name]
+    optimizer.step()
+    for name, param in zip(names, params):
+        merged[name] = param.detach().clone()
+
+
 def _average_optimizers(opts, weights):
     dicts = [o.state_dict() for o in opts]
     out = copy.deepcopy(dicts[0])

@@ -106,11 +106,7 @@ def _by_hand(init, parts, n_epochs, batch_size, lr, momentum=0.9,
             last = (magnitude,
                     {key: previous[key] + exact[key] for key in previous})
             if outer is not None:
-                for name, param in zip(names, outer_params):
-                    param.grad = param.detach() - merged[name]
-                outer_opt.step()
-                for name, param in zip(names, outer_params):
-                    merged[name] = param.detach().clone()
+                ref.outer_step(outer_opt, outer_params, names, merged)
             model.load_state_dict(merged)
             if average_optims:
                 optim = ref._average_optimizers(opts, counts)

@@ -71,11 +71,7 @@ def _outer_by_hand(init, parts, epochs, batch_size, lr, outer_lr,
             replica.load_state_dict(global_model.state_dict())
             ref.train(replica, opt, criterion, x, y, batch_size, lr)
         avg = ref.average([r.state_dict() for r in replicas], weights)
-        for name, param in zip(names, outer_params):
-            param.grad = param.detach() - avg[name]
-        outer.step()
-        for name, param in zip(names, outer_params):
-            avg[name] = param.detach().clone()
+        ref.outer_step(outer, outer_params, names, avg)
         global_model.load_state_dict(avg)
     return global_model
 
