@@ -92,15 +92,17 @@ _PARAMETERS = """
         epoch, each replica training on the next quarter of its rows
         between them) or ``"step"`` (a merge after every optimizer
         step), or a callable ``epoch -> one of those`` (0-based epochs,
-        counted across fits) for a schedule of merges. ``"auto"``: one merge per epoch, except with 4 replicas
-        or more making fewer than 64 optimizer steps an epoch each: four
-        merges per epoch (one per step with 4 steps or fewer); see
-        docs/strategies.md, "What the defaults adapt to".
+        counted across fits) for a schedule of merges. ``"auto"``: one
+        merge per epoch, except with 4 replicas or more making fewer
+        than 64 optimizer steps an epoch each: four merges per epoch
+        (one per step with 4 steps or fewer); see docs/strategies.md,
+        "What the defaults adapt to".
     lr_scaling : {{"auto", "none", "sqrt", "linear"}}, default="auto"
         Each replica trains at ``lr`` times 1, ``sqrt(n_workers)`` or
         ``n_workers``, half of it in the fit's first epoch when scaled
         and no ``lr_schedule`` is given. ``"auto"``: ``"sqrt"`` when
-        ``sync_every="auto"`` merges within epochs, else ``"none"``.
+        ``sync_every="auto"`` picks four merges an epoch, else
+        ``"none"`` (a merge per step is large-batch SGD at ``lr``).
     shuffle : {{"global", "local", "none"}}, default="global"
         ``"global"``: reshuffle rows across blocks every epoch;
         ``"local"``: shuffle rows inside each worker and re-deal blocks

@@ -147,13 +147,11 @@ class FoldRules:
         self.param_keys = frozenset(param_keys)
         self.average_optims = bool(average_optims)
 
-    def counted_rows(self, n_samples, round_rows=None):
+    def counted_rows(self, n_samples, round_rows):
         """The rows a merge counts: its own, or with ``equal_shares``
-        (``balance=True``) an even deal's share of the round's rows
-        (``round_rows``, by default ``n_rows``)."""
+        (``balance=True``) an even deal's share of the round's rows."""
         if self.equal_shares:
-            return (self.n_rows if round_rows is None
-                    else round_rows) / self.n_workers
+            return round_rows / self.n_workers
         return n_samples
 
     @property
