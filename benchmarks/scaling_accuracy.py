@@ -423,7 +423,8 @@ def main(argv=None):
                     if not old.get("error"):    # by this version's formula
                         old["bytes_per_epoch"] = library_bytes(
                             strategy, P, old["merges_per_epoch"], size,
-                            bf16="+bf16" in setting, max_lag=lag_of(old))
+                            bf16="merge_precision" in params,
+                            max_lag=lag_of(old))
                     rows.append(finish(old, old["scores"]))
                     print_row(rows[-1], single[at])
                     continue
