@@ -26,13 +26,16 @@ at ``--epochs``):
                     (``sync_every``, ``lr_scaling`` and ``max_lag`` at
                     "auto"; what they ran is ``history_[0]["schedule"]``);
 ``STRATEGY SETTING`` the same with ``--settings``, each
-                    ``SYNC_EVERY[+sqrt|+lin][+diloco][+bf16][+lagK]``: a
-                    merge every
+                    ``SYNC_EVERY[+sqrt|+lin|+xK][+diloco|+slowmo[B]]``
+                    ``[+bf16][+lagK]``: a merge every
                     SYNC_EVERY epochs (a fraction merges within epochs,
                     ``step`` after every step), ``lr_scaling="sqrt"`` or
                     ``"linear"`` (the estimator then runs half the rate in
-                    the first epoch), ``+diloco`` an outer SGD (lr 0.7,
-                    momentum 0.9, Nesterov), ``+bf16``
+                    the first epoch), ``+xK`` the rate times K (half of it
+                    in the first epoch too, through ``lr_schedule``),
+                    ``+diloco`` an outer SGD (lr 0.7, momentum 0.9,
+                    Nesterov), ``+slowmo`` an outer SGD at lr 1 with
+                    momentum 1 - 1/P (``+slowmo0.8``: 0.8), ``+bf16``
                     ``merge_precision="bf16"`` (skipped, with a note, where
                     the estimators have no such parameter), ``+lagK``
                     ``max_lag=K`` (asynchronous only);
@@ -65,9 +68,11 @@ here) projects the wall time to that accuracy: epochs to target times
 the projected epoch, where an epoch with K merge rounds pays the task
 chain, merge tree and spread K times; DDP between full and no overlap.
 
-The library runs on the ``sequential`` backend (the strategies give the
-local backend's models, tests/training checks it): wall time here is not
-the point, accuracy and bytes are.
+The library runs on the ``sequential`` backend by default (the
+synchronous strategy and ``max_lag=0`` give the local backend's models,
+tests/training checks it; at a lag bound the local backend folds in the
+order tasks finish), ``--backend local`` on a pool of 2 processes: wall
+time here is not the point, accuracy and bytes are.
 
     python benchmarks/scaling_accuracy.py --workload mlp \\
         --strategies sync,async --settings 0.25+sqrt,0.25+sqrt+diloco \\
@@ -103,12 +108,42 @@ ESTIMATORS = {"sync": dnn.SyncEpochAveragingClassifier,
 DILOCO = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
           "outer_optimizer__momentum": 0.9,
           "outer_optimizer__nesterov": True}
+
+
+def slowmo(beta=None):
+    """SlowMo's outer step (Wang et al., ICLR 2020): SGD at slow rate 1
+    with slow momentum ``beta``, by default 1 - 1 / P, the block momentum
+    BMUF (Chen and Huo, 2016) sets from the number of workers. A value
+    that depends on P is resolved at the fit (``at_replicas``)."""
+    return {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 1.0,
+            "outer_optimizer__momentum": OfReplicas(lambda P: 1 - 1 / P)
+            if beta is None else beta}
+
+
+class OfReplicas:
+    """A parameter's value as a function of the number of replicas."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+def half_in_the_first_epoch(epoch):
+    """The warm-up the estimators give a scaled rate: half of it in the
+    fit's first epoch."""
+    return 0.5 if epoch == 0 else 1.0
+
+
+def at_replicas(params, P):
+    """``params`` with the values that depend on P resolved."""
+    return {k: v.fn(P) if isinstance(v, OfReplicas) else v
+            for k, v in params.items()}
 EVAL_CHUNK = 1000
 
 
 def parse_setting(setting):
-    """``SYNC_EVERY[+sqrt|+lin][+diloco][+bf16][+lagK]`` -> estimator
-    parameters."""
+    """``SYNC_EVERY[+sqrt|+lin|+xK][+diloco|+slowmo[B]][+bf16][+lagK]``
+    -> estimator parameters (see ``at_replicas``; ``lr_factor`` multiplies
+    the rate)."""
     every, *suffixes = setting.split("+")
     params = {}
     if every == "step":
@@ -124,15 +159,35 @@ def parse_setting(setting):
     for suffix in suffixes:
         if suffix in ("sqrt", "lin"):
             params["lr_scaling"] = "sqrt" if suffix == "sqrt" else "linear"
+        elif suffix.startswith("x"):
+            try:
+                factor = float(suffix[1:])
+            except ValueError:
+                factor = 0
+            if not factor > 0:
+                raise ValueError(f"--settings: {suffix!r} in {setting!r} "
+                                 f"must be x<factor of the rate>, such as "
+                                 f"x8") from None
+            params.update(lr_scaling="none", lr_factor=factor,
+                          lr_schedule=half_in_the_first_epoch)
         elif suffix == "diloco":
             params.update(DILOCO)
+        elif suffix.startswith("slowmo"):
+            beta = suffix[len("slowmo"):]
+            try:
+                params.update(slowmo(float(beta) if beta else None))
+            except ValueError:
+                raise ValueError(f"--settings: {suffix!r} in {setting!r} "
+                                 f"must be slowmo or slowmo<momentum>, "
+                                 f"such as slowmo0.8") from None
         elif suffix == "bf16":
             params["merge_precision"] = "bf16"
         elif suffix.startswith("lag") and suffix[3:].isdigit():
             params["max_lag"] = int(suffix[3:])
         else:
             raise ValueError(f"--settings: unknown suffix {suffix!r} in "
-                             f"{setting!r} (sqrt, lin, diloco, bf16, lagK)")
+                             f"{setting!r} (sqrt, lin, xK, diloco, "
+                             f"slowmo[B], bf16, lagK)")
     return params
 
 
@@ -159,9 +214,11 @@ def scorer(X_test, y_test):
 def library(strategy, init, data, args, P, params):
     """Fit the estimator; (per-epoch test accuracy, its history_)."""
     X, y, X_test, y_test = data
+    params = at_replicas(params, P)
+    factor = params.pop("lr_factor", 1.0)
     clf = ESTIMATORS[strategy](
         module=copy.deepcopy(init), n_workers=P, n_epochs=args.max_epochs,
-        batch_size=args.batch, lr=args.lr,
+        batch_size=args.batch, lr=args.lr * factor,
         optimizer__momentum=args.momentum, random_state=args.seed,
         validation_data=(X_test, y_test), **params).fit(X, y)
     return [h["valid_score"] for h in clf.history_], clf.history_
@@ -265,11 +322,11 @@ def print_row(row, single_acc):
               flush=True)
         return
     within = row["epochs_to_target"]
-    sched = row.get("schedule")
+    sched, params = row.get("schedule"), row.get("params", {})
     ran = "" if not sched else (
-        f"  ran sync_every={sched['sync_every']} lr "
-        f"x{sched['lr_factor']:.3g}" + (f" max_lag={sched['max_lag']}"
-                                        if "max_lag" in sched else ""))
+        f"  ran sync_every={sched['sync_every']} lr x"
+        f"{sched['lr_factor'] * params.get('lr_factor', 1):.3g}"
+        + (f" max_lag={sched['max_lag']}" if "max_lag" in sched else ""))
     fit = f"  fit {row['fit_s']:.0f} s" if "fit_s" in row else ""
     print(f"P={row['P']:>3} {name:<28} acc {row['acc']:.4f} "
           f"({row['points']:+.1f} pts)  within 1 pt at epoch "
@@ -292,6 +349,10 @@ def main(argv=None):
                    help="run --settings only from this P on (at P = 1 "
                         "they differ from the defaults only in merges of "
                         "one replica)")
+    p.add_argument("--backend", choices=("sequential", "local"),
+                   default="sequential",
+                   help="where the library's tasks run (local: a pool of "
+                        "2 processes)")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--max-epochs", type=int, default=10)
     p.add_argument("--batch", type=int, default=64)
@@ -337,8 +398,20 @@ def main(argv=None):
                   f"merge_precision parameter")
             settings.remove(s)
 
+    earlier = None
+    if args.resume:
+        with open(args.resume) as f:
+            earlier = json.load(f)
+        ran_on = earlier["args"].get("backend", "sequential")
+        if ran_on != args.backend:
+            p.error(f"--resume: {args.resume} ran the library on the "
+                    f"{ran_on} backend, not --backend {args.backend}")
+
     print_header("scaling_accuracy")
-    runtime.set_backend("sequential")
+    if args.backend == "local":
+        runtime.set_backend("local", n_workers=2, threads_per_worker=1)
+    else:
+        runtime.set_backend("sequential")
     torch.set_num_threads(1)
     X, X_test, y, y_test = make_data(args.n_train, args.n_test, args.seed)
     data = (X, y, X_test, y_test)
@@ -350,7 +423,8 @@ def main(argv=None):
           f"{args.max_epochs}), batch {args.batch}, SGD lr {args.lr:g} "
           f"momentum {args.momentum:g}, model {size / 2 ** 20:.2f} MiB; "
           f"seed {args.seed} (data, initial weights, shuffles, "
-          f"random_state)", flush=True)
+          f"random_state); the library on the {args.backend} backend",
+          flush=True)
     if args.pick_lr:
         pick_lr(init, data, args)
         return
@@ -361,10 +435,9 @@ def main(argv=None):
     at = args.epochs - 1
     done = {}
     if args.resume:             # the rows of an earlier run's --json
-        with open(args.resume) as f:
-            for r in json.load(f)["rows"]:
-                done[(r["P"], r["contender"], None if r["contender"] in (
-                    "ddp", "single") else r.get("setting"))] = r
+        for r in earlier["rows"]:
+            done[(r["P"], r["contender"], None if r["contender"] in (
+                "ddp", "single") else r.get("setting"))] = r
         print(f"resumed {len(done)} rows from {args.resume}")
     t0 = time.perf_counter()
     if (1, "single", None) in done:
@@ -451,7 +524,8 @@ def main(argv=None):
                 rounds = merges_per_epoch(strategy, history, P)
                 row.update(fit_s=time.perf_counter() - t0,
                            schedule=history[0].get("schedule"),
-                           merges_per_epoch=rounds)
+                           merges_per_epoch=rounds,
+                           params=at_replicas(params, P))
                 row["bytes_per_epoch"] = library_bytes(
                     strategy, P, rounds, size,
                     bf16="merge_precision" in params, max_lag=lag_of(row))

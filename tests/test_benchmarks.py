@@ -24,7 +24,7 @@ def test_merge_tree_depth_is_ceil_log2_replicas():
 
 
 def _scaling_accuracy(tmp_path, workload, settings, n_train=600, n_test=200,
-                      epochs=2, max_epochs=3):
+                      epochs=2, max_epochs=3, more=()):
     """Run scaling_accuracy.py small; (its stdout, its JSON)."""
     import json
     out = tmp_path / "rows.json"
@@ -34,7 +34,7 @@ def _scaling_accuracy(tmp_path, workload, settings, n_train=600, n_test=200,
          "--replicas", "1,2,4", "--epochs", str(epochs),
          "--max-epochs", str(max_epochs), "--batch", "16",
          "--strategies", "sync,async", "--settings", settings,
-         "--json", str(out), "--plot", str(tmp_path / "acc")],
+         "--json", str(out), "--plot", str(tmp_path / "acc"), *more],
         cwd=BENCHMARKS, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     with open(out) as f:
@@ -125,16 +125,52 @@ def test_scaling_accuracy_rows_bytes_and_targets(tmp_path):
     assert (tmp_path / "acc_mlp.png").stat().st_size > 0
 
 
-def test_scaling_accuracy_cnn_workload(tmp_path):
-    # The CNN's rows cost the most: fewer of them, one epoch.
-    stdout, report = _scaling_accuracy(tmp_path, "cnn", "0.5+sqrt",
+def test_scaling_accuracy_cnn_workload_on_the_local_backend(tmp_path):
+    # The CNN's rows cost the most: fewer of them, one epoch; the
+    # library on the local backend's pool, SlowMo's outer momentum
+    # 1 - 1/P resolved per P, and a rate times 3.
+    stdout, report = _scaling_accuracy(tmp_path, "cnn",
+                                       "0.5+sqrt,1+slowmo,1+x3",
                                        n_train=192, n_test=64, epochs=1,
-                                       max_epochs=1)
+                                       max_epochs=1,
+                                       more=("--backend", "local"))
     assert report["workload"] == "cnn" and report["args"]["lr"] == 0.01
+    assert report["args"]["backend"] == "local"
     assert "workload cnn: 192 training and 64 test rows" in stdout
-    contenders = {(r["P"], r["contender"], r.get("setting"))
-                  for r in report["rows"] if not r.get("error")}
-    # single; ddp at P = 2, 4; defaults at 1, 2, 4 and the setting at 2, 4,
-    # for both strategies.
-    assert len(contenders) == len(report["rows"]) == 1 + 2 + 2 * (3 + 2)
+    assert "the library on the local backend" in stdout
+    rows = [r for r in report["rows"] if not r.get("error")]
+    contenders = {(r["P"], r["contender"], r.get("setting")) for r in rows}
+    # single; ddp at P = 2, 4; defaults at 1, 2, 4 and the three settings
+    # at 2, 4, for both strategies.
+    assert len(contenders) == len(report["rows"]) == 1 + 2 + 2 * (3 + 6)
+    slowmo = {(r["P"], r["contender"]): r["params"] for r in rows
+              if r.get("setting") == "1+slowmo"}
+    assert set(slowmo) == {(P, s) for P in (2, 4) for s in ("sync", "async")}
+    for (P, _), params in slowmo.items():
+        assert params["outer_optimizer__momentum"] == 1 - 1 / P
+        assert params["outer_optimizer__lr"] == 1.0
+    # x3: three times the rate, half of it in the first epoch, as the
+    # estimators warm up a scaled rate; the printed factor is the rate's.
+    for r in rows:
+        if r.get("setting") == "1+x3":
+            assert r["params"]["lr_factor"] == 3.0
+            assert r["params"]["lr_scaling"] == "none"
+            assert r["schedule"]["lr_factor"] == 1
+    assert stdout.count("1+x3") >= 4 and "ran sync_every=1 lr x3" in stdout
     assert (tmp_path / "acc_cnn.png").stat().st_size > 0
+
+
+def test_scaling_accuracy_resumes_only_rows_of_the_same_backend(tmp_path):
+    import json
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"args": {"backend": "sequential"},
+                                   "rows": []}))
+    done = subprocess.run(
+        [sys.executable, "scaling_accuracy.py", "--workload", "mlp",
+         "--n-train", "64", "--n-test", "32", "--replicas", "2",
+         "--backend", "local", "--resume", str(earlier)],
+        cwd=BENCHMARKS, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2
+    assert (f"--resume: {earlier} ran the library on the sequential "
+            f"backend, not --backend local") in done.stderr
+    assert "P=  1 single" not in done.stdout
