@@ -108,6 +108,7 @@ ESTIMATORS = {"sync": dnn.SyncEpochAveragingClassifier,
 DILOCO = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
           "outer_optimizer__momentum": 0.9,
           "outer_optimizer__nesterov": True}
+EVAL_CHUNK = 1000
 
 
 def slowmo(beta=None):
@@ -137,7 +138,6 @@ def at_replicas(params, P):
     """``params`` with the values that depend on P resolved."""
     return {k: v.fn(P) if isinstance(v, OfReplicas) else v
             for k, v in params.items()}
-EVAL_CHUNK = 1000
 
 
 def parse_setting(setting):
@@ -212,9 +212,11 @@ def scorer(X_test, y_test):
 
 
 def library(strategy, init, data, args, P, params):
-    """Fit the estimator; (per-epoch test accuracy, its history_)."""
+    """Fit the estimator with ``params`` resolved for P (``at_replicas``;
+    ``lr_factor`` multiplies the rate); (per-epoch test accuracy, its
+    history_)."""
     X, y, X_test, y_test = data
-    params = at_replicas(params, P)
+    params = dict(params)
     factor = params.pop("lr_factor", 1.0)
     clf = ESTIMATORS[strategy](
         module=copy.deepcopy(init), n_workers=P, n_epochs=args.max_epochs,
@@ -512,10 +514,11 @@ def main(argv=None):
                     rows.append(row)
                     print_row(row, single[at])
                     continue
+                ran = at_replicas(params, P)
                 t0 = time.perf_counter()
                 try:
                     scores, history = library(strategy, init, data, args,
-                                              P, params)
+                                              P, ran)
                 except Exception as exc:    # recorded, the run goes on
                     row["error"] = f"{type(exc).__name__}: {exc}"
                     rows.append(row)
@@ -525,7 +528,7 @@ def main(argv=None):
                 row.update(fit_s=time.perf_counter() - t0,
                            schedule=history[0].get("schedule"),
                            merges_per_epoch=rounds,
-                           params=at_replicas(params, P))
+                           params=ran)
                 row["bytes_per_epoch"] = library_bytes(
                     strategy, P, rounds, size,
                     bf16="merge_precision" in params, max_lag=lag_of(row))
