@@ -17,7 +17,17 @@ from dislib_nn import runtime
 # (``needs_sources``, ``needs_emulator``) are registered here.
 from tests._compss_sources import _emulator, _sources  # noqa: F401
 
-BACKENDS = ("local", "sequential")
+def _have_dask():
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# The backends the contract suite runs on: dask where dask.distributed is
+# installed (the test extra installs it), on a LocalCluster of 2 workers.
+BACKENDS = ("local", "sequential") + (("dask",) if _have_dask() else ())
 
 
 def use_backend(name):

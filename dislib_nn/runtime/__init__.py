@@ -19,10 +19,17 @@ Backends
 ``sequential``
     Runs each task inline in the calling process, with the same strict
     rules. For debugging.
+``dask``
+    A dask.distributed cluster (the ``dask`` extra): the current
+    ``distributed.Client`` (chosen automatically inside ``with
+    Client(...)`` when no backend was asked for), a scheduler's address
+    or scheduler file, or a ``LocalCluster`` started at the first task.
 
-``DISLIB_NN_BACKEND`` (``local``, ``sequential``, ``compss``),
-``DISLIB_NN_WORKERS`` and ``DISLIB_NN_THREADS`` (torch threads per local
-worker, default 1) choose the same things as :func:`set_backend`.
+``DISLIB_NN_BACKEND`` (``local``, ``sequential``, ``compss``, ``dask``),
+``DISLIB_NN_WORKERS``, ``DISLIB_NN_THREADS`` (torch threads per task,
+default 1), ``DISLIB_NN_DASK_ADDRESS`` and
+``DISLIB_NN_DASK_SCHEDULER_FILE`` choose the same things as
+:func:`set_backend`.
 """
 
 import atexit
@@ -30,7 +37,7 @@ import os
 import threading
 
 from dislib_nn.exceptions import BackendError
-from dislib_nn.runtime import _compss_detect
+from dislib_nn.runtime import _compss_detect, _dask_cluster
 
 __all__ = [
     "task", "constraint", "wait_on", "barrier", "delete_object",
@@ -42,7 +49,7 @@ __all__ = [
     "CPU_TASK", "GPU_TASK",
 ]
 
-_BACKENDS = ("local", "sequential", "compss")
+_BACKENDS = ("local", "sequential", "compss", "dask")
 _START_METHODS = ("forkserver", "fork", "spawn")
 
 
@@ -109,21 +116,58 @@ _pools = {}
 _settings = {"n_workers": _env_int("DISLIB_NN_WORKERS"),
              "threads": _env_int("DISLIB_NN_THREADS") or 1,
              "start_method": os.environ.get("DISLIB_NN_START_METHOD",
-                                            "forkserver")}
+                                            "forkserver"),
+             "address": os.environ.get("DISLIB_NN_DASK_ADDRESS") or None,
+             "scheduler_file": os.environ.get(
+                 "DISLIB_NN_DASK_SCHEDULER_FILE") or None,
+             "client": None,
+             # A backend named by DISLIB_NN_BACKEND or set_backend():
+             # the current dask client then does not choose dask.
+             "explicit": bool(os.environ.get("DISLIB_NN_BACKEND",
+                                             "").strip())}
+
+
+def _backend():
+    """The backend tasks go to now: the one chosen, or ``dask`` inside a
+    dask client's context when none was chosen (as dask's own
+    collections do)."""
+    if _BACKEND == "local" and not _settings["explicit"] \
+            and _dask_cluster.current_client() is not None:
+        return "dask"
+    return _BACKEND
 
 
 def _current_engine():
-    """The engine of the local or sequential backend, created on first use."""
+    """The engine of a backend other than compss, created on first use."""
     global _active_engine
-    if _active_engine is None:
-        with _lock:
-            if _active_engine is None:
-                _active_engine = _make_engine()
+    engine = _active_engine
+    if engine is not None and (engine.name != "dask"
+                               or engine.executor.connection.key()
+                               == _dask_connection().key()):
+        if _backend() == engine.name:
+            return engine
+    with _lock:
+        _active_engine = _make_engine()
     return _active_engine
+
+
+def _dask_connection():
+    """The connection the settings ask for (the current client when no
+    scheduler is named)."""
+    from dislib_nn.runtime._dask_cluster import Connection
+    client = _settings["client"]
+    if client is None and not (_settings["address"]
+                               or _settings["scheduler_file"]):
+        client = _dask_cluster.current_client()
+    return Connection(client=client, address=_settings["address"],
+                      scheduler_file=_settings["scheduler_file"],
+                      n_workers=_settings["n_workers"])
 
 
 def _make_engine():
     Engine = _engine.Engine
+    if _backend() == "dask":
+        return _dask_engine(Engine)
     if _BACKEND == "sequential":
         from dislib_nn.runtime._sequential import SequentialExecutor
         return Engine(lambda e: SequentialExecutor(e, _settings["threads"]),
@@ -134,6 +178,23 @@ def _make_engine():
         _pools.pop(key).shutdown()      # stopped for good: start afresh
     if key not in _pools:
         _pools[key] = Engine(lambda e: LocalExecutor(e, *key), "local")
+        atexit.register(_pools[key].shutdown)
+    return _pools[key]
+
+
+def _dask_engine(Engine):
+    """The engine on the dask cluster the settings name, kept by its
+    connection so that switching back reuses it (and its futures)."""
+    _dask_cluster.require_distributed()
+    from dislib_nn.runtime._dask import DaskExecutor
+    connection = _dask_connection()
+    key = connection.key() + (_settings["threads"],)
+    if key in _pools and not _pools[key].usable:
+        _pools.pop(key).shutdown()
+    if key not in _pools:
+        threads = _settings["threads"]
+        _pools[key] = Engine(
+            lambda e: DaskExecutor(e, connection, threads), "dask")
         atexit.register(_pools[key].shutdown)
     return _pools[key]
 
@@ -184,18 +245,31 @@ def _wait(obj):
 
 
 def set_backend(name, n_workers=None, threads_per_worker=None,
-                start_method=None):
+                start_method=None, *, address=None, scheduler_file=None,
+                client=None):
     """Choose the backend that runs tasks from now on.
 
     Parameters
     ----------
-    name : {"local", "sequential", "compss"}
+    name : {"local", "sequential", "compss", "dask"}
     n_workers : int, default=None
-        Worker processes of the local backend (default: one per core).
+        Worker processes of the local backend (default: one per core),
+        and of the ``LocalCluster`` the dask backend starts when it is
+        given no cluster.
     threads_per_worker : int, default=None
         Torch intra-op threads in each task (default 1).
     start_method : {"forkserver", "fork", "spawn"}, default=None
         How local workers start (default ``forkserver``).
+    address : str, default=None
+        dask: the scheduler's address (``"tcp://host:8786"``).
+    scheduler_file : str, default=None
+        dask: the file a scheduler wrote with ``--scheduler-file``.
+    client : distributed.Client, default=None
+        dask: this client. Without ``address``, ``scheduler_file`` or
+        ``client``, the dask backend uses the current client (inside
+        ``with Client(...)``), else dask's configured
+        ``scheduler-address``, else a ``LocalCluster`` it starts at the
+        first task.
 
     Futures belong to the backend that made them and cannot be passed to
     tasks of another one. A local pool stays alive after a switch and is
@@ -203,6 +277,9 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
     after an internal error is replaced by a new one); all pools stop at
     interpreter exit. ``compss`` can only be chosen when the script
     already runs inside COMPSs, where it is chosen automatically.
+    ``dask`` never falls back to another backend: without
+    dask.distributed installed, or with a scheduler out of reach, tasks
+    raise :class:`~dislib_nn.exceptions.BackendError`.
     """
     global _active_engine, _BACKEND
     if name not in _BACKENDS:
@@ -219,25 +296,52 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
         raise BackendError(
             f"start_method must be one of {', '.join(_START_METHODS)}. "
             f"Got {start_method!r} instead.")
+    _check_dask_arguments(name, address, scheduler_file, client)
     if (name == "compss") != (_BACKEND == "compss"):
         raise BackendError(
             f"cannot switch from the {_BACKEND} backend to {name}: the "
             f"compss backend is chosen when dislib_nn is imported inside "
             f"the COMPSs runtime, and only there.")
+    if name == "dask":
+        _dask_cluster.require_distributed()
     with _lock:
         _active_engine = None
         _BACKEND = name
+        _settings["explicit"] = True
         if n_workers is not None:
             _settings["n_workers"] = n_workers
         if threads_per_worker is not None:
             _settings["threads"] = threads_per_worker
         if start_method is not None:
             _settings["start_method"] = start_method
+        if name == "dask":
+            _settings["address"] = address
+            _settings["scheduler_file"] = scheduler_file
+            _settings["client"] = client
+
+
+def _check_dask_arguments(name, address, scheduler_file, client):
+    given = [(arg, value) for arg, value in (
+        ("address", address), ("scheduler_file", scheduler_file),
+        ("client", client)) if value is not None]
+    if given and name != "dask":
+        arg, value = given[0]
+        raise BackendError(f"{arg} is a setting of the dask backend, not "
+                           f"of {name}. Got {arg}={value!r} with "
+                           f"backend {name!r}.")
+    if len(given) > 1:
+        raise BackendError(
+            f"give the dask backend one of address, scheduler_file or "
+            f"client. Got {' and '.join(arg for arg, _ in given)}.")
+    for arg, value in given[:1]:
+        if arg != "client" and (not isinstance(value, str) or not value):
+            raise BackendError(f"{arg} must be a non-empty str. Got "
+                               f"{value!r} instead.")
 
 
 def backend_name():
     """The name of the backend that runs tasks now."""
-    return _BACKEND
+    return _backend()
 
 
 def n_workers():
@@ -247,12 +351,15 @@ def n_workers():
     overrides it on every backend. Under COMPSs it is the worker nodes
     times the training tasks each holds (see ``docs/hpc.md``).
     """
-    if _BACKEND == "sequential":
+    backend = _backend()
+    if backend == "sequential":
         return 1
     if _settings["n_workers"]:
         return _settings["n_workers"]
-    if _BACKEND == "compss":
+    if backend == "compss":
         return n_compss_workers()
+    if backend == "dask":
+        return _current_engine().executor.n_workers
     from dislib_nn.runtime._local import default_workers
     return default_workers()
 
@@ -270,7 +377,10 @@ def started():
     False only for a local backend whose worker pool has not started yet
     (it starts at the first task, in a few seconds).
     """
-    if _BACKEND != "local":
+    backend = _backend()
+    if backend == "dask":
+        return _current_engine().executor.started
+    if backend != "local":
         return True
     engine = _active_engine or _pools.get(_local_key())
     return engine is not None and engine.executor.started
@@ -285,7 +395,7 @@ def runs_at_submission():
 def blocks_share_memory():
     """Whether every task runs on this machine, so that any task can read
     any block without a transfer (the local and sequential backends)."""
-    return _BACKEND != "compss"
+    return _backend() in ("local", "sequential")
 
 
 def uses_pycompss():
@@ -326,15 +436,22 @@ GPU_TASK = {"processors": [
 
 
 def gpus_per_task():
-    """GPUs a training task asks the runtime for (0 outside COMPSs)."""
-    return _compss_task.gpus_per_task() if _BACKEND == "compss" else 0
+    """GPUs a training task asks the runtime for: under COMPSs
+    ``ComputingUnitsGPUs``; on dask 1 where workers advertise a ``GPU``
+    resource (``dask worker --resources GPU=1``); 0 elsewhere."""
+    backend = _backend()
+    if backend == "compss":
+        return _compss_task.gpus_per_task()
+    if backend == "dask":
+        return int(_current_engine().executor.connection.has_gpus())
+    return 0
 
 
 def tasks_see_gpus():
     """Whether a training task will see a CUDA GPU, as the master can
-    tell before any runs: under COMPSs, when tasks ask for GPUs; on the
-    local backends, when this machine has one."""
-    if _BACKEND == "compss":
+    tell before any runs: under COMPSs and dask, when tasks ask for GPUs;
+    on the local backends, when this machine has one."""
+    if _backend() in ("compss", "dask"):
         return gpus_per_task() > 0
     import torch
     return torch.cuda.is_available()

@@ -77,16 +77,22 @@ class Engine:
                 raise BackendError(
                     f"the {self.name} backend was shut down; task "
                     f"{spec.name}() cannot be submitted to it.")
-            plan = _Plan(self, spec)
+            plan = _Plan(self, spec, task_fn)
             arguments = {name: plan.argument(name, value)
                          for name, value in bound.arguments.items()}
-            header = {"name": spec.name, "function": task_fn,
+            reference = getattr(self.executor, "task_reference", None)
+            header = {"name": spec.name,
+                      "function": (reference(task_fn) if reference
+                                   else task_fn),
                       "returns": spec.returns, "outputs": plan.outputs,
                       "threads": self.executor.threads,
                       "on_failure": spec.on_failure,
                       "defaults": spec.defaults}
-            args_payload = _dump_arguments(spec, arguments, plan.slots)
-            node = plan.commit(_serialize.dumps(header), args_payload)
+            args_payload = _dump_arguments(spec, arguments, plan.slots,
+                                           self.shares_memory)
+            node = plan.commit(
+                _serialize.dumps(header, share=self.shares_memory),
+                args_payload)
             node.seq = next(self._ids)
             self._nodes[node] = [spec.on_failure, 0]
             self._running += 1
@@ -328,6 +334,9 @@ class Engine:
                       f"does.")
                 return None
             payload = fut._payload
+        fetch = getattr(self.executor, "fetch", None)
+        if fetch is not None:
+            payload = fetch(payload)    # held by a remote worker
         return _serialize.loads(payload)
 
     def barrier(self):
@@ -372,6 +381,12 @@ class Engine:
                 fut._deleted = True
                 if fut._consumers == 0:
                     fut._payload = None
+
+    @property
+    def shares_memory(self):
+        """Whether payloads may refer to this machine's shared memory
+        (False where tasks run on other machines)."""
+        return getattr(self.executor, "shares_memory", True)
 
     @property
     def usable(self):

@@ -10,15 +10,17 @@ import importlib
 import inspect
 import pickle
 import sys
+import threading
 import traceback
 
 import torch
 
 from dislib_nn.runtime import _serialize
 
-# True while a task body runs: a task called from inside a task runs
-# inline, as under COMPSs.
-_inside_task = False
+# ``running`` is True while a task body runs in this thread: a task
+# called from inside a task runs inline, as under COMPSs. Per thread,
+# since a dask worker may run several tasks at once in one process.
+_task_state = threading.local()
 # True in a worker process of the local backend once it serves tasks:
 # task calls made there outside a task body (say, by a module the worker
 # imports to find a task) also run inline instead of starting a pool of
@@ -64,15 +66,21 @@ def resolve_task(module, qualname):
     return obj
 
 
-def run(payloads):
+def inside_task():
+    """Whether a task body is running in this thread."""
+    return getattr(_task_state, "running", False)
+
+
+def run(payloads, share=True):
     """Run one task from ``[header, arguments, *dependencies]`` payloads.
 
     The header holds the task function (pickled by name), the declared
     outputs and the number of torch threads. Returns ``[status,
     *outputs]`` as payloads, where status is ``("ok",)`` or ``("error",
     type name, message, traceback, pickled exception or None)``.
+    ``share=False`` keeps outputs' bytes inside their pickles, for
+    results that may leave this machine (the dask backend).
     """
-    global _inside_task
     header_payload, args_payload, *dep_payloads = payloads
     name = "<unknown task>"
     try:
@@ -86,7 +94,7 @@ def run(payloads):
         previous = torch.get_num_threads()
         if threads != previous:
             torch.set_num_threads(threads)
-        _inside_task = True
+        _task_state.running = True
         ignored = None
         try:
             result = fn(*bound.args, **bound.kwargs)
@@ -97,12 +105,12 @@ def run(payloads):
             # @on_failure defaults as its outputs.
             result, ignored = _ignored(header, arguments, exc)
         finally:
-            _inside_task = False
+            _task_state.running = False
             # The sequential backend runs tasks in the master: leave its
             # own thread count as it was.
             if threads != previous:
                 torch.set_num_threads(previous)
-        outputs = [_dump_output(name, value)
+        outputs = [_dump_output(name, value, share)
                    for value in _outputs(header, result, arguments)]
     except KeyboardInterrupt:
         raise
@@ -152,9 +160,9 @@ def _outputs(header, result, arguments):
     return values
 
 
-def _dump_output(name, value):
+def _dump_output(name, value, share=True):
     try:
-        return _serialize.dumps(value, check_main=False)
+        return _serialize.dumps(value, check_main=False, share=share)
     except _serialize.HiddenFuture:
         raise TypeError(
             f"task {name}() returned a future; a task returns values.") \

@@ -44,11 +44,12 @@ class _Group:
 
 
 class _Node:
-    __slots__ = ("name", "header", "args", "deps", "waits", "targets",
-                 "groups", "pending", "seq")
+    __slots__ = ("name", "task", "header", "args", "deps", "waits",
+                 "targets", "groups", "pending", "seq")
 
-    def __init__(self, name):
+    def __init__(self, name, task=None):
         self.name = name
+        self.task = task     # the TaskFunction (its constraints)
         self.seq = 0         # submission order, set by the engine
         self.header = None
         self.args = None
@@ -62,11 +63,11 @@ class _Node:
 class _Plan:
     """The effects of one task call, applied only once nothing can fail."""
 
-    def __init__(self, engine, spec):
+    def __init__(self, engine, spec, task=None):
         self.engine = engine
         self.spec = spec
         self.slots = {}
-        self.node = _Node(spec.name)
+        self.node = _Node(spec.name, task)
         self.outputs = []
         self.effects = []
         self.returned = None
@@ -160,7 +161,8 @@ class _Plan:
             base = self.engine.latest(value)
             group, new = _Group(self.engine, self.spec.name, base), True
             if base is None:
-                group.current = _dump_one(self.spec, name, value)
+                group.current = _dump_one(self.spec, name, value,
+                                          share=self.engine.shares_memory)
         if group.base is not None:
             # Every member waits for the version the group starts from.
             self.node.waits.append(group.base)
@@ -252,18 +254,18 @@ class _Plan:
         return node
 
 
-def _dump_arguments(spec, arguments, slots):
+def _dump_arguments(spec, arguments, slots, share=True):
     try:
-        return _serialize.dumps(arguments, slots)
+        return _serialize.dumps(arguments, slots, share=share)
     except BaseException:  # noqa: B902 - find and name the culprit
         for name, value in arguments.items():
-            _dump_one(spec, name, value, slots)
+            _dump_one(spec, name, value, slots, share)
         raise
 
 
-def _dump_one(spec, name, value, slots=None):
+def _dump_one(spec, name, value, slots=None, share=True):
     try:
-        return _serialize.dumps(value, slots)
+        return _serialize.dumps(value, slots, share=share)
     except _serialize.HiddenFuture as exc:
         raise TaskArgumentError(
             f"argument '{name}' of task {spec.name}() holds "

@@ -84,7 +84,7 @@ def _close_fds(fds):
     fds.clear()
 
 
-def dumps(obj, slots=None, check_main=True):
+def dumps(obj, slots=None, check_main=True, share=True):
     """Pickle ``obj`` into a :class:`Payload`.
 
     ``slots`` maps ``id(future)`` to an index for the futures that are
@@ -92,11 +92,14 @@ def dumps(obj, slots=None, check_main=True):
     :func:`loads`. Any other future raises :class:`HiddenFuture`. With
     ``check_main`` (task arguments), a class or function of ``__main__``
     raises :class:`MainReference`; results go back to the master, which
-    can import its own script, so they are not checked.
+    can import its own script, so they are not checked. ``share=False``
+    keeps every byte inside the pickle, for payloads that leave this
+    machine (the dask backend).
     """
     buffer = io.BytesIO()
     pickler = (_StrictPickler if check_main else _Pickler)(buffer,
-                                                            slots or {})
+                                                            slots or {},
+                                                            share)
     try:
         pickler.dump(obj)
     except BaseException:
@@ -112,17 +115,19 @@ def loads(payload, deps=()):
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, file, slots):
+    def __init__(self, file, slots, share=True):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.slots = slots
+        self.share = share
         self.fds = []
         self._storage_index = {}
 
     def persistent_id(self, obj):
         kind = type(obj)
-        if kind is torch.Tensor or kind is torch.nn.Parameter:
+        if self.share and (kind is torch.Tensor
+                           or kind is torch.nn.Parameter):
             return self._tensor_id(obj)
-        if kind is np.ndarray:
+        if self.share and kind is np.ndarray:
             return self._array_id(obj)
         if getattr(kind, "_dislib_nn_future", False):
             index = self.slots.get(id(obj))

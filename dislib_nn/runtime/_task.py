@@ -24,7 +24,7 @@ class TaskFunction:
         self._current_engine = current_engine
 
     def __call__(self, *args, **kwargs):
-        if _execute._inside_task or _execute.in_worker:
+        if _execute.inside_task() or _execute.in_worker:
             return self.__wrapped__(*args, **kwargs)
         from dislib_nn.runtime import _worker
         if _worker.starting():

@@ -70,7 +70,7 @@ def test_bad_backend_environment_variable(value):
     done = subprocess.run([sys.executable, "-c", "import dislib_nn.runtime"],
                           capture_output=True, text=True, env=env)
     assert done.returncode != 0
-    assert "DISLIB_NN_BACKEND must be one of local, sequential, compss" \
+    assert "DISLIB_NN_BACKEND must be one of local, sequential, compss, dask" \
         in done.stderr
 
 
@@ -99,7 +99,7 @@ def test_importing_starts_no_process():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"name": "gpu"}, "backend must be one of local, sequential, compss. "
+    ({"name": "gpu"}, "backend must be one of local, sequential, compss, dask. "
                       "Got 'gpu'"),
     ({"name": "local", "n_workers": 0}, "n_workers must be an int >= 1. "
                                         "Got 0"),

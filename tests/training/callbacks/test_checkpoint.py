@@ -97,7 +97,10 @@ def _run_and_kill(tmp_path, backend, checkpoint_dir, name):
     assert marker.stat().st_size < run.CALLS_PER_EPOCH * (KILL_EPOCH + 1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# Not on dask: there a checkpoint can land an epoch later than this test's
+# kill expects (docs/hpc.md, "Checkpoints on dask"), so the kill would
+# come after the next epoch; resuming on dask is tested below.
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "dask"])
 def test_killed_fit_resumes_to_the_uninterrupted_model(tmp_path, backend):
     name = "SyncEpochAveragingRegressor"
     # The uninterrupted fit runs beside the one that is killed (whose
@@ -154,7 +157,7 @@ def test_resume_without_checkpoint_starts_afresh(local, tmp_path, cls):
 
 @pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
                                  AsyncEpochAveragingRegressor])
-def test_resume_continues_a_shorter_fit_exactly(local, tmp_path, cls):
+def test_resume_continues_a_shorter_fit_exactly(backend, tmp_path, cls):
     x, y = _data()
     extra = {"max_lag": 0} if cls is AsyncEpochAveragingRegressor else {}
     plain = _regressor(cls, n_epochs=4, **extra).fit(x, y)

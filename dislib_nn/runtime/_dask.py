@@ -1,0 +1,237 @@
+"""The dask backend: tasks run on a dask.distributed cluster.
+
+The master keeps the same task graph as the local backends (the
+:class:`~dislib_nn.runtime._engine.Engine`: versions, commutative groups,
+collections, failure policies, the strict argument rules); this executor
+only runs the nodes that became ready. Each node is one dask task.
+
+Data stays where it was made: a task's outputs stay, pickled, in the
+memory of the worker that ran it, as dask futures; a later task that
+reads them names those futures as its arguments, so dask's scheduler
+places it on the worker holding most of its inputs and moves the rest
+between workers directly. The master fetches a value only for
+``wait_on``. Outputs stay pickled on the workers, so every task rebuilds
+a private copy of its inputs, as under COMPSs, even when it runs where
+they were made.
+
+A task's status (it finished, or raised) reaches the master with the
+dask future's own state: a task that raised carries its error as data in
+the exception the dask task raises, and the engine applies its
+``on_failure`` policy as on every backend. A worker that dies fails its
+task with :class:`~dislib_nn.exceptions.WorkerDiedError` once dask gives
+up on it (dask itself first reruns the task on other workers:
+``distributed.scheduler.allowed-failures``).
+"""
+
+import itertools
+import operator
+import threading
+
+from dislib_nn.exceptions import BackendError, WorkerDiedError
+from dislib_nn.runtime import _execute, _serialize
+from dislib_nn.runtime._by_value import by_value
+
+# Payloads the master sends at least this large go to a worker with
+# scatter, straight, instead of inside the task's message (which dask
+# relays through its scheduler).
+SCATTER_MIN_BYTES = 1 << 20
+
+_OK = _serialize.dumps(("ok",))
+
+
+class Remote:
+    """An output held by a dask worker: the dask future of its bytes."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future):
+        self.future = future
+
+    @property
+    def nbytes(self):
+        return None
+
+
+class TaskRaised(Exception):
+    """Raised by a dask task whose own code raised: carries the status
+    payload the engine reads (type, message, traceback, the exception)."""
+
+    def __init__(self, status):
+        super().__init__(status)
+        self.status = status
+
+    def __str__(self):
+        kind, message = _serialize.loads(
+            _serialize.Payload(self.status))[1:3]
+        return f"{kind}: {message}"
+
+
+def run_remote(header, args, deps, n_outputs, keep_status):
+    """The dask task: run one dislib_nn task from its payloads' bytes.
+
+    Returns the outputs' bytes (one: the bytes; several: a tuple; none:
+    None), with the status first when ``keep_status``.
+    """
+    # A task called outside a task body on a worker (by a module it
+    # imports) runs inline, as on the local backend's workers.
+    _execute.in_worker = True
+    payloads = [_serialize.Payload(header), _serialize.Payload(args)]
+    payloads += [_serialize.Payload(d) for d in deps]
+    result = _execute.run(payloads, share=False)
+    status = result[0].data
+    if _serialize.loads(result[0])[0] != "ok":
+        raise TaskRaised(status)
+    outputs = [p.data for p in result[1:]]
+    if keep_status:
+        return (status, *outputs)
+    if n_outputs == 1:
+        return outputs[0]
+    return tuple(outputs) if outputs else None
+
+
+class DaskExecutor:
+    """Runs ready nodes as dask tasks on the cluster of ``connection``."""
+
+    name = "dask"
+    shares_memory = False
+
+    def __init__(self, engine, connection, threads):
+        self.engine = engine
+        self.connection = connection
+        self.threads = threads
+        # node -> dask future of its execution, while it runs.
+        self._running = {}
+        self._lock = threading.Lock()
+        self._keys = itertools.count()
+
+    # ------------------------------------------------------- the cluster
+    @property
+    def started(self):
+        return self.connection.connected
+
+    @property
+    def n_workers(self):
+        return self.connection.n_workers()
+
+    @property
+    def usable(self):
+        return not self.connection.closed
+
+    def task_reference(self, task_fn):
+        """How the task's function travels: by name, or by value when it
+        is defined in the script (dask workers never import it)."""
+        if task_fn.__module__ == "__main__":
+            return by_value(task_fn.__wrapped__)
+        return task_fn
+
+    # ---------------------------------------------------------- dispatch
+    def dispatch(self, node):
+        """Submit a ready node (the engine lock is held)."""
+        try:
+            client = self.connection.client()
+            header, args, *deps = self.engine.message(node)
+            n_outputs = len(node.targets)
+            keep_status = node.task is not None and \
+                node.task.spec.on_failure == "IGNORE"
+            future = client.submit(
+                run_remote, self._send(client, header),
+                self._send(client, args),
+                [self._send(client, d) for d in deps], n_outputs,
+                keep_status, key=f"{node.name}-{next(self._keys)}",
+                resources=self._resources(node), pure=False)
+        except Exception as exc:  # noqa: BLE001 - the cluster's own errors
+            self.engine.fail(node, exc, retryable=False)
+            return
+        with self._lock:
+            self._running[node] = future
+        future.add_done_callback(
+            lambda fut: self._done(node, fut, n_outputs, keep_status))
+
+    def _send(self, client, payload):
+        if isinstance(payload, Remote):
+            return payload.future
+        data = payload.data
+        if len(data) >= SCATTER_MIN_BYTES:
+            return client.scatter(data, hash=False)
+        return data
+
+    def _resources(self, node):
+        """``{"GPU": 1}`` for a task whose constraint asks for GPUs: it
+        runs only on workers started with ``--resources GPU=1``, one
+        task per GPU."""
+        constraints = getattr(node.task, "constraints", None) or {}
+        for processor in constraints.get("processors", ()):
+            if str(processor.get("processorType", "")).upper() == "GPU":
+                return {"GPU": 1}
+        return None
+
+    def _done(self, node, future, n_outputs, keep_status):
+        """A node's dask task ended (a dask callback thread)."""
+        with self._lock:
+            if self._running.get(node) is not future:
+                return      # cancelled, or replaced by a retry
+            del self._running[node]
+        try:
+            result = self._result(node, future, n_outputs, keep_status)
+        except Exception as exc:  # noqa: BLE001 - never lose a node
+            self.engine.fail(node, exc, retryable=False)
+            return
+        if isinstance(result, Exception):
+            self.engine.fail(node, result)
+        else:
+            self.engine.complete(node, result)
+
+    def _result(self, node, future, n_outputs, keep_status):
+        """The engine's ``[status, *outputs]``, or an exception."""
+        if future.status == "finished":
+            client = future.client
+            if keep_status:
+                parts = [client.submit(operator.getitem, future, i,
+                                       pure=False)
+                         for i in range(n_outputs + 1)]
+                status = _serialize.Payload(parts[0].result())
+                return [status] + [Remote(p) for p in parts[1:]]
+            if n_outputs == 1:
+                return [_OK, Remote(future)]
+            return [_OK] + [
+                Remote(client.submit(operator.getitem, future, i,
+                                     pure=False))
+                for i in range(n_outputs)]
+        if future.status == "cancelled":
+            return BackendError(f"the dask task of {node.name}() was "
+                                f"cancelled by the cluster.")
+        exc = future.exception()
+        if isinstance(exc, TaskRaised):
+            return [_serialize.Payload(exc.status)]
+        if type(exc).__name__ == "KilledWorker":
+            return WorkerDiedError(
+                f"the dask workers running task {node.name}() died "
+                f"({exc}). They may have run out of memory or crashed in "
+                f"native code.", task_name=node.name, exitcode=None)
+        return exc
+
+    def fetch(self, payload):
+        """The bytes of an output, fetched from the worker holding it."""
+        if isinstance(payload, Remote):
+            return _serialize.Payload(payload.future.result())
+        return payload
+
+    # ------------------------------------------------------------ abort
+    def abort(self):
+        """Drop every running node's dask task (the engine lock is held).
+
+        A task that already started runs to its end on its worker (dask
+        cannot stop a running thread); its result is dropped.
+        """
+        with self._lock:
+            futures = list(self._running.values())
+            self._running.clear()
+        if futures and self.connection.connected:
+            try:
+                self.connection.client().cancel(futures)
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+
+    def shutdown(self):
+        self.abort()
+        self.connection.close()

@@ -1,0 +1,138 @@
+"""Where the dask backend runs: the dask.distributed client it submits to.
+
+Found the way dask's own libraries find it: a client given by the user
+(the current one, inside ``with Client(...)``), else a scheduler's
+address or scheduler file, else dask's configured ``scheduler-address``
+(``DASK_SCHEDULER_ADDRESS``), else a ``LocalCluster`` of worker
+processes on this machine, started at the first task and stopped at
+interpreter exit. Nothing is imported or started before the first task.
+"""
+
+import logging
+import threading
+
+from dislib_nn.exceptions import BackendError
+
+# How long a first connection to a scheduler may take.
+CONNECT_TIMEOUT_S = 30
+
+_INSTALL = ("the dask backend needs dask.distributed, which is not "
+            "installed: pip install 'dislib-nn[dask]'")
+
+
+def current_client():
+    """The dask client the calling code runs under, or None.
+
+    Never imports dask: a program that has not imported it has no
+    client.
+    """
+    import sys
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import Client
+    try:
+        return Client.current(allow_global=True)
+    except ValueError:
+        return None
+
+
+def require_distributed():
+    """Import dask.distributed, or say how to install it."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise BackendError(_INSTALL) from None
+
+
+class Connection:
+    """A dask client, made at first use.
+
+    ``client`` is used as given (and never closed); otherwise one is
+    made for ``address`` or ``scheduler_file``, or for a new
+    ``LocalCluster`` of ``n_workers`` single-threaded processes, and
+    closed by :meth:`close`.
+    """
+
+    def __init__(self, client=None, address=None, scheduler_file=None,
+                 n_workers=None):
+        self._client = client
+        self._owned = client is None
+        self.address = address
+        self.scheduler_file = scheduler_file
+        self.local_workers = n_workers
+        self._cluster = None
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def key(self):
+        """What tells two connections apart (engines are kept by it)."""
+        return ("dask", id(self._client) if not self._owned else None,
+                self.address, self.scheduler_file, self.local_workers)
+
+    @property
+    def connected(self):
+        return self._client is not None
+
+    def client(self):
+        if self._client is None:
+            with self._lock:
+                if self.closed:
+                    raise BackendError("the dask backend's client was "
+                                       "closed; call set_backend('dask') "
+                                       "again.")
+                if self._client is None:
+                    self._client = self._connect()
+        return self._client
+
+    def _connect(self):
+        require_distributed()
+        import dask
+        from distributed import Client
+        address = self.address or (None if self.scheduler_file else
+                                   dask.config.get("scheduler-address",
+                                                   None))
+        try:
+            if address or self.scheduler_file:
+                return Client(address, scheduler_file=self.scheduler_file,
+                              set_as_default=False, direct_to_workers=True,
+                              timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            where = (f"scheduler_file={self.scheduler_file!r}"
+                     if self.scheduler_file else f"address={address!r}")
+            raise BackendError(
+                f"the dask backend could not reach the scheduler at "
+                f"{where} within {CONNECT_TIMEOUT_S} s ({exc}). Check that "
+                f"the scheduler runs and that this machine can reach "
+                f"it.") from exc
+        from distributed import LocalCluster
+        from dislib_nn.runtime._local import default_workers
+        # A task whose worker dies fails at once (WorkerDiedError), and
+        # its on_failure policy decides, as on the local backend; dask
+        # would otherwise rerun it on other workers first.
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            self._cluster = LocalCluster(
+                n_workers=self.local_workers or default_workers(),
+                threads_per_worker=1, processes=True,
+                dashboard_address=None, silence_logs=logging.ERROR)
+        return Client(self._cluster, set_as_default=False)
+
+    def n_workers(self):
+        """Tasks the cluster runs at once: its workers' threads."""
+        info = self.client().nthreads()
+        return max(1, sum(info.values()))
+
+    def has_gpus(self):
+        """Whether some worker advertises a ``GPU`` resource."""
+        info = self.client().scheduler_info(n_workers=-1)
+        return any(w.get("resources", {}).get("GPU", 0) > 0
+                   for w in info.get("workers", {}).values())
+
+    def close(self):
+        with self._lock:
+            self.closed = True
+            client, self._client = self._client, None
+            cluster, self._cluster = self._cluster, None
+        if self._owned and client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
