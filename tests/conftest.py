@@ -83,4 +83,7 @@ def pytest_collection_finish(session):
 def pytest_sessionfinish(session, exitstatus):
     from tests.compss import _emulator
     _emulator.stop_ahead()
+    # Pools and clusters stop now, while pytest still has its streams
+    # (at interpreter exit dask would log to closed ones).
+    runtime.shutdown()
 

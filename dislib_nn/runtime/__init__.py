@@ -46,7 +46,7 @@ __all__ = [
     "shared_empty", "by_value", "started", "runs_at_submission",
     "blocks_share_memory", "uses_pycompss",
     "task_threads", "task_cuda_devices", "gpus_per_task", "tasks_see_gpus",
-    "CPU_TASK", "GPU_TASK",
+    "CPU_TASK", "GPU_TASK", "shutdown",
 ]
 
 _BACKENDS = ("local", "sequential", "compss", "dask")
@@ -337,6 +337,23 @@ def _check_dask_arguments(name, address, scheduler_file, client):
         if arg != "client" and (not isinstance(value, str) or not value):
             raise BackendError(f"{arg} must be a non-empty str. Got "
                                f"{value!r} instead.")
+
+
+def shutdown():
+    """Stop every worker pool and dask cluster this process started.
+
+    Futures of theirs that were not waited on are lost. The backend
+    stays chosen: the next task starts a new pool (or connects again).
+    A dask client given by the user is left open. Pools and clusters
+    also stop at interpreter exit; call this to free them sooner.
+    """
+    global _active_engine
+    with _lock:
+        engines = list(_pools.values())
+        _pools.clear()
+        _active_engine = None
+    for engine in engines:
+        engine.shutdown()
 
 
 def backend_name():

@@ -13,11 +13,10 @@ import threading
 
 from dislib_nn.exceptions import BackendError
 
-# How long a first connection to a scheduler may take.
-CONNECT_TIMEOUT_S = 30
-
 _INSTALL = ("the dask backend needs dask.distributed, which is not "
-            "installed: pip install 'dislib-nn[dask]'")
+            "installed: pip install distributed==2026.8.0 (the release "
+            "dislib_nn is tested with; pip install -e '.[dask]' in a "
+            "checkout installs it)")
 
 
 def current_client():
@@ -91,17 +90,20 @@ class Connection:
         address = self.address or (None if self.scheduler_file else
                                    dask.config.get("scheduler-address",
                                                    None))
+        # dask's own setting bounds the wait for the scheduler.
+        timeout = dask.config.get("distributed.comm.timeouts.connect")
         try:
             if address or self.scheduler_file:
                 return Client(address, scheduler_file=self.scheduler_file,
                               set_as_default=False, direct_to_workers=True,
-                              timeout=CONNECT_TIMEOUT_S)
+                              timeout=timeout)
         except (OSError, TimeoutError) as exc:
             where = (f"scheduler_file={self.scheduler_file!r}"
                      if self.scheduler_file else f"address={address!r}")
             raise BackendError(
                 f"the dask backend could not reach the scheduler at "
-                f"{where} within {CONNECT_TIMEOUT_S} s ({exc}). Check that "
+                f"{where} within {timeout} (dask's "
+                f"distributed.comm.timeouts.connect): {exc}. Check that "
                 f"the scheduler runs and that this machine can reach "
                 f"it.") from exc
         from distributed import LocalCluster

@@ -17,6 +17,9 @@ from tests._compss_sources import SCRIPTS, needs_sources
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 SLURM = os.path.join(ROOT, "examples", "slurm")
+# The launchers that run COMPSs; dask_*.sh start dask (checked below).
+COMPSS_LAUNCHERS = [p for p in glob.glob(os.path.join(SLURM, "*.sh"))
+                    if not os.path.basename(p).startswith("dask_")]
 
 
 def _launcher_options(path):
@@ -47,8 +50,10 @@ def _docs_commands():
 
 
 def _readme_options():
+    """Options the README explains for the COMPSs launchers (its dask
+    section, last, is checked against dask)."""
     with open(os.path.join(SLURM, "README.md")) as f:
-        text = f.read()
+        text = f.read().split("## SLURM without COMPSs")[0]
     return set(re.findall(r"^\| `--([a-z_]+)", text, re.MULTILINE)) | set(
         re.findall(r"`--([a-z_]+)`", text))
 
@@ -77,7 +82,7 @@ def test_launcher_options_exist_in_compss(script):
 def test_readme_explains_every_option_and_names_only_real_ones():
     reference = _reference_text()
     used = set()
-    for script in glob.glob(os.path.join(SLURM, "*.sh")):
+    for script in COMPSS_LAUNCHERS:
         used |= _launcher_options(script)
     explained = _readme_options()
     assert used <= explained, sorted(used - explained)
@@ -100,8 +105,7 @@ def test_a_worker_in_the_master_gets_its_memory():
     # launch_compss refuses worker_in_master_cpus > 0 without a memory
     # (unless a site default gives one).
     commands = _docs_commands() + [
-        _launcher_options(path)
-        for path in glob.glob(os.path.join(SLURM, "*.sh"))]
+        _launcher_options(path) for path in COMPSS_LAUNCHERS]
     with_cpus = [c for c in commands if "worker_in_master_cpus" in c]
     assert with_cpus
     assert all("worker_in_master_memory" in c for c in with_cpus)
@@ -116,3 +120,34 @@ def test_xml_files_parse(name):
         kinds = {p.get("Name"): p.findtext("ComputingUnits")
                  for p in nodes[0].findall("Processor")}
         assert kinds == {"MainProcessor": "8", "GPU": "2"}
+
+
+def _dask_commands(path):
+    """``{"scheduler": options, "worker": options}`` given to the dask
+    CLI in a job script (continuation lines joined)."""
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    found = {}
+    for line in text.splitlines():
+        match = re.search(r"\bdask (scheduler|worker)\b(.*)", line)
+        if match:
+            found.setdefault(match.group(1), set()).update(
+                re.findall(r"(?<!\S)--([a-z][a-z-]*)", match.group(2)))
+    return found
+
+
+def test_dask_job_script_names_only_real_dask_options():
+    # examples/slurm/dask_4x4_gpus.sh against the installed dask CLI.
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+    commands = _dask_commands(os.path.join(SLURM, "dask_4x4_gpus.sh"))
+    assert set(commands) == {"scheduler", "worker"}
+    assert {"scheduler-file", "nthreads", "resources"} <= \
+        commands["worker"]
+    for kind, options in commands.items():
+        help_text = subprocess.run(
+            [sys.executable, "-m", f"distributed.cli.dask_{kind}",
+             "--help"], capture_output=True, text=True, check=True).stdout
+        real = set(re.findall(r"--([a-z][a-z-]*)", help_text))
+        assert options - real == set(), (kind, sorted(options - real))

@@ -7,7 +7,8 @@ import time
 import torch
 
 from dislib_nn.runtime import (COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE,
-                               INOUT, Depth, Type, task)
+                               GPU_TASK, INOUT, Depth, Type, constraint,
+                               task)
 
 
 @task(returns=1)
@@ -159,3 +160,14 @@ def log_name(path, name, a, b=None):
     with open(path, "a") as f:
         f.write(name + "\n")
     return name
+
+
+@task(returns=1)
+def worker_pid():
+    return os.getpid()
+
+
+@constraint(**GPU_TASK)
+@task(returns=1)
+def gpu_worker_pid():
+    return os.getpid()

@@ -1,0 +1,179 @@
+"""What the dask backend adds to the contract suite: how it finds its
+cluster, where data stays, GPUs, and the errors.
+
+The contract suite itself (dataflow, rules, failures) runs on dask
+through the ``backend`` fixture; these tests need a cluster of their own.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dislib_nn import runtime
+from dislib_nn.exceptions import BackendError, WorkerDiedError
+from dislib_nn.runtime import wait_on
+from tests.conftest import use_backend
+from tests.runtime import tasks
+
+distributed = pytest.importorskip("distributed")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A cluster the tests name by its address, as a user's would be."""
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True,
+        dashboard_address=None)
+    client = distributed.Client(cluster, set_as_default=False)
+    yield cluster, client
+    use_backend("local")
+    client.close()
+    cluster.close()
+
+
+def _worker_pids(client):
+    return set(client.run(os.getpid).values())
+
+
+def test_tasks_run_on_the_scheduler_named_by_address(cluster):
+    cluster, client = cluster
+    runtime.set_backend("dask", address=cluster.scheduler_address)
+    try:
+        assert runtime.backend_name() == "dask"
+        assert runtime.n_workers() == 2
+        pids = wait_on([tasks.worker_pid() for _ in range(4)])
+        assert set(pids) <= _worker_pids(client)
+        assert os.getpid() not in pids
+    finally:
+        use_backend("local")
+
+
+def test_blocks_stay_on_the_workers_that_made_them(cluster):
+    # Two chains over 16 MB blocks: each step runs where its block is,
+    # and the master fetches only the small results it waits on.
+    cluster, client = cluster
+    runtime.set_backend("dask", address=cluster.scheduler_address)
+    try:
+        def sent():
+            return sum(client.run(
+                lambda dask_worker: dask_worker.transfer_outgoing_bytes_total
+            ).values())
+        before = sent()
+        sizes = []
+        for i in range(2):
+            block = tasks.full(4_000_000, i)
+            for _ in range(3):
+                block = tasks.add(block, 1)
+            sizes.append(tasks.nbytes(block))
+        assert wait_on(sizes) == [16_000_000, 16_000_000]
+        assert sent() - before < 1_000_000
+    finally:
+        use_backend("local")
+
+
+def test_gpu_tasks_run_only_on_workers_that_advertise_a_gpu():
+    scheduler = distributed.LocalCluster(n_workers=0, processes=True,
+                                         dashboard_address=None)
+    workers = [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker",
+         scheduler.scheduler_address, "--nthreads", "1", "--no-dashboard",
+         "--no-nanny", *extra], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+        for extra in ([], ["--resources", "GPU=1"])]
+    try:
+        client = distributed.Client(scheduler, set_as_default=False)
+        client.wait_for_workers(2, timeout=120)
+        runtime.set_backend("dask", client=client)
+        assert runtime.gpus_per_task() == 1
+        assert runtime.tasks_see_gpus()
+        pids = set(wait_on([tasks.gpu_worker_pid() for _ in range(4)]))
+        assert pids == {workers[1].pid}
+        # Tasks without a GPU declaration still run anywhere.
+        assert set(wait_on([tasks.worker_pid() for _ in range(8)])) <= {
+            w.pid for w in workers}
+        client.close()
+    finally:
+        use_backend("local")
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+        scheduler.close()
+
+
+def test_a_killed_worker_fails_its_task_with_worker_died_error():
+    use_backend("dask")
+    try:
+        with pytest.warns(Warning, match="attempt 2 of 2"):
+            fut = tasks.die()
+            with pytest.raises(WorkerDiedError, match=r"task die\(\)"):
+                wait_on(fut)
+        # The cluster replaced the worker and keeps working.
+        assert wait_on([tasks.add(i, 1) for i in range(4)]) == [1, 2, 3, 4]
+    finally:
+        use_backend("local")
+
+
+def test_the_current_client_is_used_when_no_backend_was_chosen():
+    code = (
+        "import os\n"
+        "from distributed import Client, LocalCluster\n"
+        "from dislib_nn import runtime\n"
+        "from tests.runtime import tasks\n"
+        "if __name__ == '__main__':\n"
+        "    print(runtime.backend_name())\n"
+        "    cluster = LocalCluster(n_workers=1, processes=True,\n"
+        "                           dashboard_address=None)\n"
+        "    with Client(cluster) as client:\n"
+        "        print(runtime.backend_name())\n"
+        "        pid = runtime.wait_on(tasks.worker_pid())\n"
+        "        print(pid in client.run(os.getpid).values())\n"
+        "    print(runtime.backend_name())\n"
+        "    cluster.close()\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("DISLIB_NN_BACKEND", None)
+    script = os.path.join(ROOT, ".pytest_dask_current.py")
+    with open(script, "w") as f:
+        f.write(code)
+    try:
+        done = subprocess.run([sys.executable, script], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        os.unlink(script)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["local", "dask", "True", "local"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": "local", "address": "tcp://h:8786"},
+     "address is a setting of the dask backend, not of local. Got "
+     "address='tcp://h:8786'"),
+    ({"name": "dask", "address": "tcp://h:8786", "scheduler_file": "s.json"},
+     "give the dask backend one of address, scheduler_file or client. Got "
+     "address and scheduler_file"),
+    ({"name": "dask", "address": ""},
+     "address must be a non-empty str. Got '' instead"),
+])
+def test_set_backend_dask_errors(kwargs, match):
+    use_backend("local")
+    with pytest.raises(BackendError, match=match):
+        runtime.set_backend(**kwargs)
+    assert runtime.backend_name() == "local"
+
+
+def test_a_scheduler_out_of_reach_is_an_error_naming_it():
+    import dask
+    address = "tcp://127.0.0.1:9"       # the discard port: nobody listens
+    runtime.set_backend("dask", address=address)
+    try:
+        with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+            with pytest.raises(BackendError,
+                               match=f"could not reach the scheduler at "
+                                     f"address='{address}'"):
+                wait_on(tasks.add(1, 2))
+    finally:
+        use_backend("local")

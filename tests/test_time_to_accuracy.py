@@ -1,0 +1,69 @@
+"""benchmarks/time_to_accuracy.py, run tiny (``--smoke``) on a testbed.
+
+Needs root and network namespaces (benchmarks/testbed.py); skips with
+the testbed's own reason where it cannot run. No timing is asserted:
+what is checked is what the benchmark claims about its own rows.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "benchmarks")
+
+
+def _testbed():
+    spec = importlib.util.spec_from_file_location(
+        "testbed", os.path.join(BENCHMARKS, "testbed.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_time_to_accuracy_smoke(tmp_path):
+    pytest.importorskip("distributed")
+    testbed = _testbed()
+    reason = testbed.unavailable_reason()
+    if reason:
+        pytest.skip(f"no testbed here: {reason}")
+    prefix = "t" + uuid.uuid4().hex[:7]
+    out = tmp_path / "tta.json"
+    try:
+        done = subprocess.run(
+            [sys.executable, "time_to_accuracy.py", "--smoke", "--prefix",
+             prefix, "--json", str(out)], cwd=BENCHMARKS,
+            capture_output=True, text=True, timeout=600)
+    finally:
+        testbed.cleanup(prefix)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Machine:" in done.stdout and "seed 0" in done.stdout
+    assert testbed.namespaces_with_prefix(prefix) == []
+    report = json.loads(out.read_text())
+    single = report["single"]["epochs"]
+    assert report["target"] == pytest.approx(single[-1]["test_accuracy"]
+                                             - 0.01)
+    unshaped, shaped = report["cells"]
+    assert [unshaped["rate"], shaped["rate"]] == ["none", "100mbit"]
+    names = {c["contender"] for c in unshaped["contenders"]}
+    assert {"ddp-linear", "sync", "async"} <= names
+    for cell in report["cells"]:
+        for row in cell["contenders"]:
+            assert row["bytes_per_epoch"] > 0, row["contender"]
+            assert row["floor_epoch_seconds"] > 0, row["contender"]
+    # The factoring the benchmark relies on: a synchronous contender's
+    # accuracy per epoch is the same under every link.
+    by_rate = {cell["rate"]: {c["contender"]: c for c in cell["contenders"]}
+               for cell in report["cells"]}
+    for name in ("sync", "ddp-linear"):
+        shaped_accs = [e["test_accuracy"]
+                       for e in by_rate["100mbit"][name]["epochs"]]
+        unshaped_accs = [e["test_accuracy"]
+                         for e in by_rate["none"][name]["epochs"]]
+        assert shaped_accs == unshaped_accs[:len(shaped_accs)], name
+    assert "targets:" in done.stdout
