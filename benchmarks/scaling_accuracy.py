@@ -27,7 +27,7 @@ at ``--epochs``):
                     "auto"; what they ran is ``history_[0]["schedule"]``);
 ``STRATEGY SETTING`` the same with ``--settings``, each
                     ``SYNC_EVERY[+sqrt|+lin|+xK][+diloco|+slowmo[B]]``
-                    ``[+bf16][+lagK]``: a merge every
+                    ``[+bf16][+lagK][+delay]``: a merge every
                     SYNC_EVERY epochs (a fraction merges within epochs,
                     ``step`` after every step), ``lr_scaling="sqrt"`` or
                     ``"linear"`` (the estimator then runs half the rate in
@@ -38,7 +38,8 @@ at ``--epochs``):
                     momentum 1 - 1/P (``+slowmo0.8``: 0.8), ``+bf16``
                     ``merge_precision="bf16"`` (skipped, with a note, where
                     the estimators have no such parameter), ``+lagK``
-                    ``max_lag=K`` (asynchronous only);
+                    ``max_lag=K`` (asynchronous only), ``+delay``
+                    ``merge_delay=1`` (synchronous only);
                     ``SETTING@P0`` runs it only from P0 replicas on,
                     ``SETTING@P0-P1`` only from P0 to P1.
                     A setting that runs what the defaults ran (their
@@ -141,7 +142,8 @@ def at_replicas(params, P):
 
 
 def parse_setting(setting):
-    """``SYNC_EVERY[+sqrt|+lin|+xK][+diloco|+slowmo[B]][+bf16][+lagK]``
+    """``SYNC_EVERY[+sqrt|+lin|+xK][+diloco|+slowmo[B]][+bf16][+lagK]
+    [+delay]``
     -> estimator parameters (see ``at_replicas``; ``lr_factor`` multiplies
     the rate)."""
     every, *suffixes = setting.split("+")
@@ -184,10 +186,12 @@ def parse_setting(setting):
             params["merge_precision"] = "bf16"
         elif suffix.startswith("lag") and suffix[3:].isdigit():
             params["max_lag"] = int(suffix[3:])
+        elif suffix == "delay":
+            params["merge_delay"] = 1
         else:
             raise ValueError(f"--settings: unknown suffix {suffix!r} in "
                              f"{setting!r} (sqrt, lin, xK, diloco, "
-                             f"slowmo[B], bf16, lagK)")
+                             f"slowmo[B], bf16, lagK, delay)")
     return params
 
 
@@ -488,7 +492,9 @@ def main(argv=None):
             named = [s for s in settings
                      if max(args.settings_from, p_range[s][0]) <= P
                      <= p_range[s][1] and (strategy == "async"
-                                           or "max_lag" not in parsed[s])]
+                                           or "max_lag" not in parsed[s])
+                     and (strategy == "sync"
+                          or "merge_delay" not in parsed[s])]
             for setting in ["default"] + named:
                 params = {} if setting == "default" else parsed[setting]
                 row = {"P": P, "contender": strategy, "setting": setting}

@@ -54,6 +54,18 @@ _ASYNC_PARAMETERS = """    max_lag : int, None or "auto", default="auto"
         discount off.
 """
 
+_SYNC_PARAMETERS = """    merge_delay : {0, 1}, default=0
+        1: a merge runs while the next round trains. After a merge each
+        replica goes on from its own weights, and takes that merge's
+        correction (the merged model minus its weights then) at the next
+        merge; the fit's last merge is applied at once. The mean of the
+        replicas follows the merged models, each replica one round of
+        its own progress apart. Needs ``merge_precision="fp32"`` and
+        ``optimizer_state`` "keep" or "reset". Its cost in accuracy and
+        its gain in time are in docs/strategies.md and
+        docs/benchmarks.md.
+"""
+
 _PARAMETERS = """
     Parameters
     ----------
@@ -404,14 +416,15 @@ def _doc(summary, strategy, criterion, extra, merges, tail):
 class SyncEpochAveragingClassifier(_Classifier, SyncEpochAveragingBase):
     __doc__ = _doc(
         "Data-parallel classifier averaging replicas every epoch.\n",
-        _STRATEGY, "torch.nn.CrossEntropyLoss", "", "",
+        _STRATEGY, "torch.nn.CrossEntropyLoss", _SYNC_PARAMETERS, "",
         _CLASSES + _classifier_example("SyncEpochAveragingClassifier"))
 
 
 class SyncEpochAveragingRegressor(_Regressor, SyncEpochAveragingBase):
     __doc__ = _doc(
         "Data-parallel regressor averaging replicas every epoch.\n",
-        _STRATEGY + _TARGET_SHAPES, "torch.nn.MSELoss", "", "",
+        _STRATEGY + _TARGET_SHAPES, "torch.nn.MSELoss", _SYNC_PARAMETERS,
+        "",
         _regressor_example("SyncEpochAveragingRegressor"))
 
 

@@ -215,6 +215,9 @@ class ParamsMixin:
                 f"'local': with shuffle='none' each worker keeps its own "
                 f"blocks. Got balance=True and shuffle='none'.")
         check_callbacks(self.callbacks, self._extra_params, name)
+        strategy = getattr(type(self), "_strategy_class", None)
+        if strategy is not None:
+            strategy.check_params(self.get_params(deep=False), name)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

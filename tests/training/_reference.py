@@ -48,11 +48,15 @@ def average(states, weights):
 def epoch_averaging(module, parts, criterion, epochs, batch_size, lr,
                     optimizer=torch.optim.SGD, optimizer_state="keep",
                     sync_every=1, outer_lr=1.0, outer_momentum=0.0,
-                    lrs=None, **opt_kwargs):
+                    lrs=None, merge_delay=0, **opt_kwargs):
     """Replicas trained on fixed parts, averaged by hand.
 
-    ``parts`` is a list of (x, y) per worker; rows in order.
+    ``parts`` is a list of (x, y) per worker; rows in order. With
+    ``merge_delay=1`` a replica goes on from its own weights after a
+    merge, and at the merge after that adds (that merge - its weights at
+    that merge); the last merge of the fit is applied at once.
     """
+    pending = None
     global_model = copy.deepcopy(module)
     replicas = [copy.deepcopy(module) for _ in parts]
     opts = [optimizer(r.parameters(), lr=lr, **opt_kwargs)
@@ -80,6 +84,17 @@ def epoch_averaging(module, parts, criterion, epochs, batch_size, lr,
                 new_velocity[name] = v
             velocity = new_velocity
         global_model.load_state_dict(avg)
+        if merge_delay and epoch != epochs - 1:
+            own = [copy.deepcopy(r.state_dict()) for r in replicas]
+            if pending is not None:
+                merged_before, own_before = pending
+                for r, mine, before in zip(replicas, own, own_before):
+                    r.load_state_dict({
+                        k: v + merged_before[k] - before[k]
+                        if v.is_floating_point() else v
+                        for k, v in mine.items()})
+            pending = (copy.deepcopy(avg), own)
+            continue
         if optimizer_state == "average":
             opt_avg = _average_optimizers(opts, weights)
         for i, r in enumerate(replicas):

@@ -120,6 +120,17 @@ FIT_MISTAKES = {
         _clf, {"merge_precision": "fp16"}, X, Y, InvalidParameterError,
         r"The 'merge_precision' parameter of SyncEpochAveragingClassifier "
         r"must be a str among \{'fp32', 'bf16'\}. Got 'fp16' instead."),
+    "merge_delay_with_bf16": (
+        _clf, {"merge_delay": 1, "merge_precision": "bf16"}, X, Y,
+        InvalidParameterError,
+        r"SyncEpochAveragingClassifier takes merge_delay=1 only with "
+        r"merge_precision='fp32'.* Got merge_delay=1 and "
+        r"merge_precision='bf16'."),
+    "merge_delay_with_averaged_optimizers": (
+        _clf, {"merge_delay": 1, "optimizer_state": "average"}, X, Y,
+        InvalidParameterError,
+        r"takes merge_delay=1 only with optimizer_state='keep' or "
+        r"'reset'.* Got merge_delay=1 and optimizer_state='average'."),
     "criterion_not_reduced": (
         _clf, {"criterion": VectorLoss}, X, Y, ValueError,
         r"criterion VectorLoss must return a scalar .* It returned a "

@@ -70,6 +70,31 @@ def test_two_workers_average_like_hand_written_loop(optimizer_state):
     _assert_same_model(est.module_, expected)
 
 
+@pytest.mark.parametrize("sync_every", [1, 2])
+def test_merge_delay_matches_the_hand_written_delayed_correction(sync_every):
+    # merge_delay=1: replicas go on from their own weights and take each
+    # merge's correction one merge later (docs/strategies.md).
+    X, y = _regression(n=91)
+    init = _init(_models.MLP, n_features_in=4, n_outputs=1)
+    est = SyncEpochAveragingRegressor(
+        module=init, n_workers=2, shuffle="none", n_epochs=5,
+        batch_size=8, lr=0.05, optimizer__momentum=0.9,
+        sync_every=sync_every, merge_delay=1)
+    est.fit(X, y)
+    parts = ref.split_like_blocks(torch.from_numpy(X),
+                                  torch.from_numpy(y)[:, None], 2)
+    expected = ref.epoch_averaging(
+        init, parts, torch.nn.MSELoss(), epochs=5, batch_size=8, lr=0.05,
+        momentum=0.9, sync_every=sync_every, merge_delay=1)
+    _assert_same_model(est.module_, expected)
+    undelayed = ref.epoch_averaging(
+        init, parts, torch.nn.MSELoss(), epochs=5, batch_size=8, lr=0.05,
+        momentum=0.9, sync_every=sync_every)
+    # The delay changes the model (the test compares something).
+    assert not torch.allclose(expected.body[0].weight,
+                              undelayed.body[0].weight, atol=1e-4)
+
+
 def test_batchnorm_statistics_and_uneven_parts_merge_by_sample_count():
     X, y = make_classification(n_samples=103, n_features=4, n_informative=3,
                                n_redundant=0, n_classes=3, random_state=1)

@@ -279,6 +279,13 @@ class Strategy:
         self.setup = setup
 
     @classmethod
+    def check_params(cls, params, name):
+        """Raise ``InvalidParameterError`` for a combination of the
+        estimator's ``params`` this strategy cannot run (each value
+        already met its constraints); ``name`` is the estimator's class
+        name, for the message. Called at the start of ``fit``."""
+
+    @classmethod
     def adapt(cls, params, few):
         """What this strategy's own ``"auto"`` parameters in ``params``
         run as (name -> value, ``{}`` when none), given whether the

@@ -15,6 +15,10 @@ the tree sums in float32 and adds to it. Everything here deals in
 futures: the master fetches no weights.
 """
 
+import numbers
+
+from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn.training._param_validation import Interval
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       Strategy, combine_shares)
@@ -44,6 +48,25 @@ class SyncStrategy(Strategy):
     """
 
     merges_within_epochs = True
+    parameters = {"merge_delay": 0}
+    constraints = {"merge_delay": [Interval(numbers.Integral, 0, 1)]}
+
+    @classmethod
+    def check_params(cls, params, name):
+        if params["merge_delay"] == 0:
+            return
+        for key, value, allowed in (
+                ("merge_precision", params["merge_precision"], "fp32"),
+                ("optimizer_state", params["optimizer_state"],
+                 "keep' or 'reset")):
+            if value == "average" or (key == "merge_precision"
+                                      and value != "fp32"):
+                raise InvalidParameterError(
+                    f"{name} takes merge_delay=1 only with {key}="
+                    f"'{allowed}': a replica that starts its next round "
+                    f"before the merge keeps its own "
+                    f"{'full-precision state' if key == 'merge_precision' else 'optimizer state'}"
+                    f". Got merge_delay=1 and {key}={value!r}.")
 
     def __init__(self, setup):
         super().__init__(setup)
@@ -52,6 +75,10 @@ class SyncStrategy(Strategy):
         self.states = [self.state] * n
         self.optims = setup.initial_optims()
         self.outer = dict(setup.carried.state)
+        self.delay = setup.params.get("merge_delay", 0)
+        # merge_delay=1: the replicas of the last merge, whose correction
+        # the next round's starts take (None before the first merge).
+        self.merged_replicas = None
 
     @property
     def scalar_lag(self):
@@ -81,7 +108,8 @@ class SyncStrategy(Strategy):
             counts.append(share_counts)
             stats.append(share_stats)
             if merges:
-                merged = self._merge(share_counts, share_stats)
+                merged = self._merge(share_counts, share_stats,
+                                     final=last and k == n_shares - 1)
         data.forget(epoch)
         if not last:
             data.prepare(epoch + 1)
@@ -107,7 +135,27 @@ class SyncStrategy(Strategy):
         self.states, self.optims = trained.states, trained.optims
         return trained.counts, trained.stats
 
+    def _start_delayed(self, replicas, previous):
+        """``merge_delay=1``: the next round starts from each replica's
+        own state, corrected by the merge before this one
+        (:mod:`dislib_nn.training.merge._delay`); this round's merge,
+        just submitted, is read only by the round after, so it runs
+        while the next round trains."""
+        lifetimes = self.setup.lifetimes
+        before = self.merged_replicas
+        # The merge before this one is `previous` (kept as a global
+        # model) when there was one in this fit.
+        self.states = _reduce.submit_delayed_starts(
+            replicas, None if before is None else previous, before,
+            previous)
+        if before is not None:
+            lifetimes.release(before)
+        self.merged_replicas = replicas
+
     def final_model(self):
+        if self.merged_replicas is not None:
+            self.setup.lifetimes.release(self.merged_replicas)
+            self.merged_replicas = None
         return self.state
 
     def checkpoint_parts(self):
@@ -119,7 +167,7 @@ class SyncStrategy(Strategy):
             self.optims if keep == "keep" else self.optims[:1])
         return Carry(optims, self.outer)
 
-    def _merge(self, counts, stats):
+    def _merge(self, counts, stats, final=False):
         setup, p = self.setup, self.setup.params
         lifetimes = setup.lifetimes
         average_optims = p["optimizer_state"] == "average"
@@ -139,11 +187,16 @@ class SyncStrategy(Strategy):
             setup.param_keys)
         if merged is not averaged:
             lifetimes.release(averaged, list(outer.values()))
+        previous = self.state
         # Global models are kept: early stopping may come back to one.
         self.state = lifetimes.keep(merged)
-        self.states = [merged] * setup.n_workers
-        # Merged is a new future even for one replica (a check of it).
-        lifetimes.release(replicas)
+        if self.delay and not final:
+            self._start_delayed(replicas, previous)
+        else:
+            self.states = [merged] * setup.n_workers
+            # Merged is a new future even for one replica (a check of
+            # it).
+            lifetimes.release(replicas)
         if average_optims:
             self.optims = [merged_optim] * setup.n_workers
             if setup.n_workers > 1:

@@ -13,10 +13,10 @@ stay float32.
 """
 
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
-from dislib_nn.training.merge import _outer, _payload, _sums
+from dislib_nn.training.merge import _delay, _outer, _payload, _sums
 from dislib_nn.training.tasks._report import TrainStats
 
-__all__ = ["submit_merge", "submit_outer_step"]
+__all__ = ["submit_merge", "submit_outer_step", "submit_delayed_starts"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 #: The statistics a partial sum travels with (its replicas were checked
@@ -71,6 +71,22 @@ def _keep_finite(model, stat, previous, deltas=False):
     if deltas:
         return _payload.apply(previous, _widened(model, True))
     return model
+
+
+@task(returns=1)
+def _delayed_start(state, merged, replica, fallback):
+    """A replica's next start under ``merge_delay=1``
+    (:func:`~dislib_nn.training.merge._delay.delayed_start`)."""
+    return _delay.delayed_start(state, merged, replica, fallback)
+
+
+def submit_delayed_starts(states, merged, replicas, fallback):
+    """One :func:`_delayed_start` task per replica: futures of where each
+    starts its next round. ``merged`` and ``replicas`` are the round
+    before's merge and replicas, or None before a fit's first merge."""
+    return [_delayed_start(state, merged, None if replicas is None
+                           else replicas[i], fallback)
+            for i, state in enumerate(states)]
 
 
 @task(returns=2)
