@@ -134,3 +134,14 @@ def test_futures_keep_their_backend():
     # Waiting still works: the future's own pool is still there.
     assert runtime.wait_on(fut) == 3
     use_backend("local")
+
+
+def test_shutdown_stops_the_pool_and_the_next_task_starts_one():
+    use_backend("local")
+    assert runtime.wait_on(tasks.add(1, 2)) == 3
+    assert runtime.started()
+    runtime.shutdown()
+    assert not runtime.started()
+    assert runtime.backend_name() == "local"
+    assert runtime.wait_on(tasks.add(2, 2)) == 4
+    assert runtime.started()
