@@ -47,10 +47,6 @@ class Remote:
     def __init__(self, future):
         self.future = future
 
-    @property
-    def nbytes(self):
-        return None
-
 
 class TaskRaised(Exception):
     """Raised by a dask task whose own code raised: carries the status
@@ -72,9 +68,8 @@ def run_remote(header, args, deps, n_outputs, keep_status):
     Returns the outputs' bytes (one: the bytes; several: a tuple; none:
     None), with the status first when ``keep_status``.
     """
-    # A task called outside a task body on a worker (by a module it
-    # imports) runs inline, as on the local backend's workers.
-    _execute.in_worker = True
+    # (Not _execute.in_worker: a client may run its workers as threads
+    # of the master's own process.)
     payloads = [_serialize.Payload(header), _serialize.Payload(args)]
     payloads += [_serialize.Payload(d) for d in deps]
     result = _execute.run(payloads, share=False)
