@@ -230,7 +230,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         strategy = self._strategy_class(setup)
         final = run_epochs(self, strategy, named,
                            self.n_epochs_, self.n_epochs_ + n_epochs,
-                           float(self.lr), self._validation(components, data))
+                           float(self.lr),
+                           self._validation(setup.task_components, data))
         if recompute:
             final = self._recompute_batch_norm(setup, final)
         self._finish(final, strategy.carry())

@@ -36,6 +36,7 @@ parameters included) and its tasks; the estimator class names it in
 """
 
 from dislib_nn.training._adaptive import sync_every_at
+from dislib_nn.training.tasks._held import held
 from dislib_nn.training.tasks._precision import check_tasks_device
 from dislib_nn.training.tasks._report import TrainStats
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
@@ -102,6 +103,9 @@ class FitSetup:
 
     Attributes
     ----------
+    task_components : Future
+        ``components`` as tasks take it: a future the runtime holds
+        (:mod:`dislib_nn.training.tasks._held`).
     step_schedule : StepSchedule or None
         A per-step learning-rate schedule (see
         :mod:`dislib_nn.training.tasks._step_schedule`), set by the
@@ -116,6 +120,10 @@ class FitSetup:
         # that the tasks of device="auto" may not get on this site.
         check_tasks_device(params["precision"], params["device"])
         self.components = components
+        # What tasks receive: the recipe held by the runtime, so that a
+        # module instance's weights reach each worker once, not with
+        # every task.
+        self.task_components = held(components)
         self.data = data
         self.state = state
         self.carried = carried

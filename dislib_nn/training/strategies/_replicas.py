@@ -84,7 +84,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
         if settings.merge_precision != "fp32" and \
                 merge_from[w] is not state:
             base = (merge_from[w],)
-        out = setup.train_task(setup.components, state, optim, x_blocks,
+        out = setup.train_task(setup.task_components, state, optim, x_blocks,
                                y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):
             results.append(value)

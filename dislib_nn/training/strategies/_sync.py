@@ -183,7 +183,7 @@ class SyncStrategy(Strategy):
             deltas=p["merge_precision"] != "fp32")
         averaged, outer = merged, self.outer
         merged, self.outer = _reduce.submit_outer_step(
-            self.state, averaged, outer, p, setup.components,
+            self.state, averaged, outer, p, setup.task_components,
             setup.param_keys)
         if merged is not averaged:
             lifetimes.release(averaged, list(outer.values()))

@@ -62,7 +62,7 @@ def submit_recompute(setup, model, epoch, blocks):
     statistics, counts = [], []
     for w, (x_blocks, _) in enumerate(blocks):
         found, n_batches = task_fn(
-            setup.components, model, x_blocks, p["batch_size"],
+            setup.task_components, model, x_blocks, p["batch_size"],
             setup.output.x_dtype, str(p["device"]),
             setup.data.train_seed(epoch, w))
         statistics.append(found)
