@@ -1,0 +1,164 @@
+"""The cost model, calibrated on the testbed's measurements.
+
+``cost_model.py`` projects epoch times to a cluster from stated figures
+(COMPSs transfers at 2 GB/s, 20 ms per task, DDP's all-reduce hidden or
+not). This script replaces the ones the testbed measures, from
+``time_to_accuracy.py --json`` outputs:
+
+- **per-round overhead** ``h``: what a synchronous round costs beyond its
+  training and its transfers, from the unshaped cell (epoch time minus
+  the training floor, per merge round, minus the transfers at the
+  measured rate);
+- **transfer rate**: each link's measured goodput;
+- **DDP's overlap**: the share of the all-reduce hidden behind compute,
+  ``(nosync step + ring time - DDP step) / ring time``, the ring time
+  ``2 (P-1)/P M / B`` at the measured rate.
+
+Then it predicts every cell (the synchronous estimator's epoch and DDP's
+step) from the floors and those figures, prints predicted against
+measured, and projects to the paper's cluster with ``_cost.py``'s
+formulas, the per-task overhead and DDP's overlap replaced by the
+measured ones.
+
+The model of a synchronous round on the testbed (one replica per node,
+P nodes, depth d = ceil(log2 P)): the replicas go up the tree, one model
+per level over a link, and the merged model goes from one node to the
+P - 1 others:
+
+    round = h + (d + P - 1) M / B
+
+    python benchmarks/cost_calibration.py tta2.json [tta4.json]
+
+Not a test; never imported by the package.
+"""
+
+import argparse
+import json
+import math
+
+from _cost import cluster, ddp, epoch_averaging, measure_merge  # noqa: E402
+from _machine import print_header  # noqa: E402
+
+# mlp4m: 4,207,626 float32 parameters (benchmarks/_ddp.py).
+MODEL_BYTES = {"mlp4m": 4_207_626 * 4}
+
+
+def _median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else \
+        (values[mid - 1] + values[mid]) / 2
+
+
+def _contender(cell, name):
+    return next((c for c in cell["contenders"] if c["contender"] == name),
+                None)
+
+
+def _rounds(row):
+    return _median([e.get("merges") for e in row["epochs"]]) or 1
+
+
+def calibrate(report, model_bytes):
+    """``(h, overlap)``: the per-round overhead (s) of the synchronous
+    defaults from the unshaped cell, and DDP's median overlap."""
+    P = report["nodes"]
+    d = math.ceil(math.log2(P)) if P > 1 else 0
+    h = None
+    overlaps = []
+    for cell in report["cells"]:
+        B = cell["link_mbit_per_s"] * 1e6 / 8
+        sync = _contender(cell, "sync")
+        if cell["rate"] == "none" and sync is not None:
+            per_round = (sync["epoch_seconds"] - sync["floor_epoch_seconds"]
+                         ) / _rounds(sync)
+            h = per_round - (d + P - 1) * model_bytes / B
+        best = report_ddp(cell)
+        if best is not None and cell["rate"] != "none":
+            ring = 2 * (P - 1) / P * model_bytes / B
+            hidden = best["nosync_step_seconds"] + ring - best["step_seconds"]
+            overlaps.append(min(1.0, max(0.0, hidden / ring)))
+    return h, _median(overlaps)
+
+
+def report_ddp(cell):
+    return _contender(cell, f"ddp-{cell.get('ddp_scaling') or 'linear'}")
+
+
+def predict(report, model_bytes, h, overlap):
+    """Rows ``(link, contender, measured, predicted)`` of every cell."""
+    P = report["nodes"]
+    d = math.ceil(math.log2(P)) if P > 1 else 0
+    rows = []
+    for cell in report["cells"]:
+        B = cell["link_mbit_per_s"] * 1e6 / 8
+        sync = _contender(cell, "sync")
+        if sync is not None and h is not None:
+            guess = sync["floor_epoch_seconds"] + _rounds(sync) * (
+                h + (d + P - 1) * model_bytes / B)
+            rows.append((cell["rate"], "sync epoch", sync["epoch_seconds"],
+                         guess))
+        best = report_ddp(cell)
+        if best is not None and overlap is not None:
+            ring = 2 * (P - 1) / P * model_bytes / B
+            guess = best["nosync_step_seconds"] + (1 - overlap) * ring
+            rows.append((cell["rate"], f"{best['contender']} step",
+                         best["step_seconds"], guess))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("reports", nargs="+",
+                   help="time_to_accuracy.py --json outputs")
+    p.add_argument("--model", default="mlp4m", choices=sorted(MODEL_BYTES))
+    args = p.parse_args(argv)
+    print_header("cost_calibration")
+    M = MODEL_BYTES[args.model]
+    hs, overlaps = [], []
+    for path in args.reports:
+        with open(path) as f:
+            report = json.load(f)
+        h, overlap = calibrate(report, M)
+        hs.append(h)
+        overlaps.append(overlap)
+        print(f"\n{path}: {report['nodes']} nodes; per-round overhead h = "
+              f"{'-' if h is None else f'{h:.3f} s'}; DDP's overlap "
+              f"{'-' if overlap is None else f'{overlap:.2f}'}")
+        print(f"  {'link':<9}{'what':<22}{'measured':>10}{'model':>10}"
+              f"{'error':>9}")
+        for link, what, measured, guess in predict(report, M, h, overlap):
+            err = (guess - measured) / measured
+            print(f"  {link:<9}{what:<22}{measured:>10.3f}{guess:>10.3f}"
+                  f"{100 * err:>8.0f}%{'' if abs(err) <= 0.3 else '  MISS'}")
+    h = _median(hs)
+    overlap = _median(overlaps)
+    if h is None:
+        return
+    # The paper's cluster with the measured per-round overhead as the
+    # per-task cost (a round is a chain of train + d merge tasks there:
+    # h spread over them), and DDP's all-reduce hidden as measured.
+    merge_s_per_b = measure_merge()
+    print(f"\nProjection to the paper's cluster (cost_model.py's stated "
+          f"figures; the task overhead and DDP's overlap replaced by the "
+          f"measured ones: {h * 1e3:.0f} ms per round, overlap "
+          f"{overlap if overlap is not None else 0:.2f})")
+    print(f"{'nodes':>6}{'GPUs':>6}{'avg stated':>12}{'avg calib.':>12}"
+          f"{'DDP stated':>14}{'DDP calib.':>12}")
+    for n in (1, 2, 4, 8, 16, 32, 64):
+        stated = cluster(merge_s_per_b)
+        d = math.ceil(math.log2(n * stated["gpus_per_node"])) \
+            if n * stated["gpus_per_node"] > 1 else 0
+        calibrated = dict(stated, task_s=h / (d + 1))
+        lo, hi = ddp(n, stated, True), ddp(n, stated, False)
+        mixed = hi - (overlap or 0) * (hi - lo)
+        print(f"{n:>6}{n * stated['gpus_per_node']:>6}"
+              f"{epoch_averaging(n, stated):>12.2f}"
+              f"{epoch_averaging(n, calibrated):>12.2f}"
+              f"{lo:>7.2f}-{hi:<6.2f}{mixed:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
