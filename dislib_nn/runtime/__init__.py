@@ -141,60 +141,54 @@ def _current_engine():
     """The engine of a backend other than compss, created on first use."""
     global _active_engine
     engine = _active_engine
-    if engine is not None and (engine.name != "dask"
-                               or engine.executor.connection.key()
-                               == _dask_connection().key()):
-        if _backend() == engine.name:
-            return engine
+    if engine is not None and engine.name == _backend() and (
+            engine.name != "dask"
+            or engine.executor.connection.key() == _dask_cluster.key_of(
+                **_dask_arguments())):
+        return engine
     with _lock:
         _active_engine = _make_engine()
     return _active_engine
 
 
-def _dask_connection():
-    """The connection the settings ask for (the current client when no
-    scheduler is named)."""
-    from dislib_nn.runtime._dask_cluster import Connection
+def _dask_arguments():
+    """What the dask backend connects to, from the settings (the current
+    client when no scheduler is named)."""
     client = _settings["client"]
     if client is None and not (_settings["address"]
                                or _settings["scheduler_file"]):
         client = _dask_cluster.current_client()
-    return Connection(client=client, address=_settings["address"],
-                      scheduler_file=_settings["scheduler_file"],
-                      n_workers=_settings["n_workers"])
+    return {"client": client, "address": _settings["address"],
+            "scheduler_file": _settings["scheduler_file"],
+            "n_workers": _settings["n_workers"]}
 
 
 def _make_engine():
     Engine = _engine.Engine
     if _backend() == "dask":
-        return _dask_engine(Engine)
+        _dask_cluster.require_distributed()
+        from dislib_nn.runtime._dask import DaskExecutor
+        connection = _dask_cluster.Connection(**_dask_arguments())
+        threads = _settings["threads"]
+        # Kept by connection: switching back reuses it (and its futures).
+        return _pooled(connection.key() + (threads,), "dask",
+                       lambda e: DaskExecutor(e, connection, threads))
     if _BACKEND == "sequential":
         from dislib_nn.runtime._sequential import SequentialExecutor
         return Engine(lambda e: SequentialExecutor(e, _settings["threads"]),
                       "sequential")
     from dislib_nn.runtime._local import LocalExecutor
     key = _local_key()
+    return _pooled(key, "local", lambda e: LocalExecutor(e, *key))
+
+
+def _pooled(key, name, executor_factory):
+    """The engine kept under ``key``, made with ``executor_factory`` when
+    there is none (or the one there stopped for good), stopped at exit."""
     if key in _pools and not _pools[key].usable:
         _pools.pop(key).shutdown()      # stopped for good: start afresh
     if key not in _pools:
-        _pools[key] = Engine(lambda e: LocalExecutor(e, *key), "local")
-        atexit.register(_pools[key].shutdown)
-    return _pools[key]
-
-
-def _dask_engine(Engine):
-    """The engine on the dask cluster the settings name, kept by its
-    connection so that switching back reuses it (and its futures)."""
-    _dask_cluster.require_distributed()
-    from dislib_nn.runtime._dask import DaskExecutor
-    connection = _dask_connection()
-    key = connection.key() + (_settings["threads"],)
-    if key in _pools and not _pools[key].usable:
-        _pools.pop(key).shutdown()
-    if key not in _pools:
-        threads = _settings["threads"]
-        _pools[key] = Engine(
-            lambda e: DaskExecutor(e, connection, threads), "dask")
+        _pools[key] = _engine.Engine(executor_factory, name)
         atexit.register(_pools[key].shutdown)
     return _pools[key]
 
@@ -296,7 +290,7 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
         raise BackendError(
             f"start_method must be one of {', '.join(_START_METHODS)}. "
             f"Got {start_method!r} instead.")
-    _check_dask_arguments(name, address, scheduler_file, client)
+    _dask_cluster.check_arguments(name, address, scheduler_file, client)
     if (name == "compss") != (_BACKEND == "compss"):
         raise BackendError(
             f"cannot switch from the {_BACKEND} backend to {name}: the "
@@ -318,25 +312,6 @@ def set_backend(name, n_workers=None, threads_per_worker=None,
             _settings["address"] = address
             _settings["scheduler_file"] = scheduler_file
             _settings["client"] = client
-
-
-def _check_dask_arguments(name, address, scheduler_file, client):
-    given = [(arg, value) for arg, value in (
-        ("address", address), ("scheduler_file", scheduler_file),
-        ("client", client)) if value is not None]
-    if given and name != "dask":
-        arg, value = given[0]
-        raise BackendError(f"{arg} is a setting of the dask backend, not "
-                           f"of {name}. Got {arg}={value!r} with "
-                           f"backend {name!r}.")
-    if len(given) > 1:
-        raise BackendError(
-            f"give the dask backend one of address, scheduler_file or "
-            f"client. Got {' and '.join(arg for arg, _ in given)}.")
-    for arg, value in given[:1]:
-        if arg != "client" and (not isinstance(value, str) or not value):
-            raise BackendError(f"{arg} must be a non-empty str. Got "
-                               f"{value!r} instead.")
 
 
 def shutdown():

@@ -35,6 +35,34 @@ def current_client():
         return None
 
 
+def check_arguments(backend, address, scheduler_file, client):
+    """``set_backend``'s dask arguments: only for dask, one at most, and
+    an address or file named by a non-empty str."""
+    given = [(arg, value) for arg, value in (
+        ("address", address), ("scheduler_file", scheduler_file),
+        ("client", client)) if value is not None]
+    if given and backend != "dask":
+        arg, value = given[0]
+        raise BackendError(f"{arg} is a setting of the dask backend, not "
+                           f"of {backend}. Got {arg}={value!r} with "
+                           f"backend {backend!r}.")
+    if len(given) > 1:
+        raise BackendError(
+            f"give the dask backend one of address, scheduler_file or "
+            f"client. Got {' and '.join(arg for arg, _ in given)}.")
+    for arg, value in given[:1]:
+        if arg != "client" and (not isinstance(value, str) or not value):
+            raise BackendError(f"{arg} must be a non-empty str. Got "
+                               f"{value!r} instead.")
+
+
+def key_of(client=None, address=None, scheduler_file=None, n_workers=None):
+    """What tells connections apart: :meth:`Connection.key` of a
+    connection made with these arguments, without making it."""
+    return ("dask", None if client is None else id(client), address,
+            scheduler_file, n_workers)
+
+
 def require_distributed():
     """Import dask.distributed, or say how to install it."""
     try:
@@ -65,8 +93,8 @@ class Connection:
 
     def key(self):
         """What tells two connections apart (engines are kept by it)."""
-        return ("dask", id(self._client) if not self._owned else None,
-                self.address, self.scheduler_file, self.local_workers)
+        return key_of(None if self._owned else self._client, self.address,
+                      self.scheduler_file, self.local_workers)
 
     @property
     def connected(self):
