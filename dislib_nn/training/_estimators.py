@@ -55,7 +55,7 @@ _ASYNC_PARAMETERS = """    max_lag : int, None or "auto", default="auto"
 """
 
 _SYNC_PARAMETERS = """    merge_delay : {0, 1}, default=0
-        1: a merge runs while the next round trains. After a merge each
+        1: the next round does not wait for the merge. After a merge each
         replica goes on from its own weights, and takes that merge's
         correction (the merged model minus its weights then) at the next
         merge; the fit's last merge is applied at once. The mean of the

@@ -11,9 +11,11 @@ its own progress of round ``k + 1`` moved by how far round ``k``'s merge
 was from where it stood. Averaged over the replicas (with the merge's
 weights), the starts of every round are the latest merge: the mean
 trajectory is the merged models', and each replica differs from it only
-by one round of its own progress. The merge therefore runs while the
-next round trains (it overlaps compute), as Streaming DiLoCo's delayed
-outer updates do.
+by one round of its own progress. The next round therefore does not
+wait for the merge, which may run beside it where the runtime has room,
+as Streaming DiLoCo's delayed outer updates do (on a worker with one
+thread it runs after that worker's next training task: docs/benchmarks.md
+measured no time saved there).
 
 Pure arithmetic on state dicts, no runtime.
 """
