@@ -96,6 +96,8 @@ class DaskExecutor:
         self.threads = threads
         # node -> dask future of its execution, while it runs.
         self._running = {}
+        # node -> the dask tasks that split its outputs (see _parts).
+        self._outputs = {}
         self._lock = threading.Lock()
         self._keys = itertools.count()
 
@@ -133,14 +135,34 @@ class DaskExecutor:
                 self._send(client, args),
                 [self._send(client, d) for d in deps], n_outputs,
                 keep_status, key=f"{node.name}-{next(self._keys)}",
-                resources=self._resources(node), pure=False)
+                resources=self._resources(node), pure=False,
+                priority=self._priority(node))
+            parts = self._parts(client, node, future, n_outputs, keep_status)
         except Exception as exc:  # noqa: BLE001 - the cluster's own errors
             self.engine.fail(node, exc, retryable=False)
             return
         with self._lock:
             self._running[node] = future
+            self._outputs[node] = parts
         future.add_done_callback(
             lambda fut: self._done(node, fut, n_outputs, keep_status))
+
+    @staticmethod
+    def _priority(node):
+        """dask's priority for ``@task(priority=True)``: higher first."""
+        return 1 if node.priority else 0
+
+    def _parts(self, client, node, future, n_outputs, keep_status):
+        """The dask tasks that take each output out of the task's tuple,
+        submitted with it: the scheduler runs them where the tuple is as
+        soon as it exists, with no round trip through the master, and
+        readers of one output fetch that output alone."""
+        n = n_outputs + 1 if keep_status else n_outputs
+        if n < 2 and not keep_status:
+            return None
+        return [client.submit(operator.getitem, future, i, pure=False,
+                              priority=self._priority(node))
+                for i in range(n)]
 
     def _send(self, client, payload):
         if isinstance(payload, Remote):
@@ -166,8 +188,10 @@ class DaskExecutor:
             if self._running.get(node) is not future:
                 return      # cancelled, or replaced by a retry
             del self._running[node]
+            parts = self._outputs.pop(node, None)
         try:
-            result = self._result(node, future, n_outputs, keep_status)
+            result = self._result(node, future, parts, n_outputs,
+                                  keep_status)
         except Exception as exc:  # noqa: BLE001 - never lose a node
             self.engine.fail(node, exc, retryable=False)
             return
@@ -176,22 +200,15 @@ class DaskExecutor:
         else:
             self.engine.complete(node, result)
 
-    def _result(self, node, future, n_outputs, keep_status):
+    def _result(self, node, future, parts, n_outputs, keep_status):
         """The engine's ``[status, *outputs]``, or an exception."""
         if future.status == "finished":
-            client = future.client
             if keep_status:
-                parts = [client.submit(operator.getitem, future, i,
-                                       pure=False)
-                         for i in range(n_outputs + 1)]
                 status = _serialize.Payload(parts[0].result())
                 return [status] + [Remote(p) for p in parts[1:]]
             if n_outputs == 1:
                 return [_OK, Remote(future)]
-            return [_OK] + [
-                Remote(client.submit(operator.getitem, future, i,
-                                     pure=False))
-                for i in range(n_outputs)]
+            return [_OK] + [Remote(p) for p in parts or ()]
         if future.status == "cancelled":
             return BackendError(f"the dask task of {node.name}() was "
                                 f"cancelled by the cluster.")
@@ -220,7 +237,10 @@ class DaskExecutor:
         """
         with self._lock:
             futures = list(self._running.values())
+            futures += [p for parts in self._outputs.values() if parts
+                        for p in parts]
             self._running.clear()
+            self._outputs.clear()
         if futures and self.connection.connected:
             try:
                 self.connection.client().cancel(futures)

@@ -230,8 +230,9 @@ class Engine:
         return ready
 
     def _start(self, readers):
-        """Dispatch readers made ready, in the order they were submitted."""
-        for node in sorted(readers, key=lambda n: n.seq):
+        """Dispatch readers made ready: ``priority=True`` tasks first,
+        then in the order they were submitted."""
+        for node in sorted(readers, key=lambda n: (not n.priority, n.seq)):
             self._ready(node)
 
     def _fail(self, node, failure, ran=False):

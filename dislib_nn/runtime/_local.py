@@ -158,7 +158,15 @@ class LocalExecutor:
             return
         if self._receiver is None:
             self._start()
-        self._ready.append(node)
+        if node.priority:
+            # Ahead of every queued task without priority, behind the
+            # queued ones with it.
+            ahead = 0
+            while ahead < len(self._ready) and self._ready[ahead].priority:
+                ahead += 1
+            self._ready.insert(ahead, node)
+        else:
+            self._ready.append(node)
         self._pump()
 
     def _pump(self):

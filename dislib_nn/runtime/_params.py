@@ -92,6 +92,8 @@ class TaskSpec:
                                       fn)
         self.on_failure = _parse_on_failure(
             self.name, options.get("on_failure", "RETRY"))
+        self.priority = _parse_priority(self.name,
+                                        options.get("priority", False))
         # What an IGNORE'd task's outputs become: set by @on_failure.
         self.defaults = {}
         for key, value in options.items():
@@ -106,6 +108,16 @@ class TaskSpec:
 
     def direction(self, param):
         return self.directions.get(param, (IN, 0))
+
+
+def _parse_priority(name, value):
+    """``priority=True``: among the tasks ready at once, this one starts
+    first (PyCOMPSs's meaning)."""
+    if not isinstance(value, bool):
+        raise TaskDefinitionError(
+            f"@task on {name}(): 'priority' must be True or False. Got "
+            f"{value!r} instead.")
+    return value
 
 
 def _parse_on_failure(name, value):

@@ -45,12 +45,13 @@ class _Group:
 
 class _Node:
     __slots__ = ("name", "task", "header", "args", "deps", "waits",
-                 "targets", "groups", "pending", "seq")
+                 "targets", "groups", "pending", "seq", "priority")
 
-    def __init__(self, name, task=None):
+    def __init__(self, name, task=None, priority=False):
         self.name = name
         self.task = task     # the TaskFunction (its constraints)
         self.seq = 0         # submission order, set by the engine
+        self.priority = priority    # @task(priority=True): starts first
         self.header = None
         self.args = None
         self.deps = []       # slot index -> Future or _Group
@@ -67,7 +68,7 @@ class _Plan:
         self.engine = engine
         self.spec = spec
         self.slots = {}
-        self.node = _Node(spec.name, task)
+        self.node = _Node(spec.name, task, spec.priority)
         self.outputs = []
         self.effects = []
         self.returned = None

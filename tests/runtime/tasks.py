@@ -162,6 +162,14 @@ def log_name(path, name, a, b=None):
     return name
 
 
+@task(returns=1, priority=True)
+def log_name_first(path, name, a, b=None):
+    """``log_name`` declared ``priority=True``."""
+    with open(path, "a") as f:
+        f.write(name + "\n")
+    return name
+
+
 @task(returns=1)
 def worker_pid():
     return os.getpid()

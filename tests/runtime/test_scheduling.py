@@ -1,7 +1,13 @@
-"""The order in which the local backend starts tasks that become ready
-together."""
+"""The order in which the backends start tasks that become ready
+together: submission order, ``priority=True`` first."""
+
+import re
+import time
+
+import pytest
 
 from dislib_nn import runtime
+from dislib_nn.exceptions import TaskDefinitionError
 from dislib_nn.runtime import wait_on
 from tests.conftest import use_backend
 from tests.runtime import tasks
@@ -23,3 +29,68 @@ def test_readers_made_ready_by_one_task_start_in_submission_order(tmp_path):
             assert f.read().split("\n")[:2] == ["reads both", "reads one"]
     finally:
         use_backend("local")
+
+
+def _one_worker_pool():
+    # The configuration of the test above: a pool of its own.
+    runtime.set_backend("local", n_workers=1, threads_per_worker=2)
+
+
+def test_priority_task_made_ready_with_others_starts_first(tmp_path):
+    _one_worker_pool()
+    try:
+        path = str(tmp_path / "order")
+        first, second = tasks.pair(tasks.after(1, 0.5))
+        plain = tasks.log_name(path, "plain", first)
+        urgent = tasks.log_name_first(path, "priority", first)
+        wait_on([plain, urgent])
+        with open(path) as f:
+            assert f.read().split("\n")[:2] == ["priority", "plain"]
+    finally:
+        use_backend("local")
+
+
+def _queued_behind_a_busy_worker(path):
+    """Two tasks ready at once while the only worker is busy: the one
+    submitted last has priority. (Submitted 0.3 s apart: dask itself
+    starts tasks submitted more than 0.1 s earlier first.)"""
+    busy = tasks.after(1, 1.5)
+    plain = tasks.log_name(path, "plain", 1)
+    time.sleep(0.3)
+    urgent = tasks.log_name_first(path, "priority", 2)
+    wait_on([busy, plain, urgent])
+    with open(path) as f:
+        return f.read().split("\n")[:2]
+
+
+def test_queued_priority_task_overtakes_earlier_ones(tmp_path):
+    _one_worker_pool()
+    try:
+        assert _queued_behind_a_busy_worker(str(tmp_path / "order")) == \
+            ["priority", "plain"]
+    finally:
+        use_backend("local")
+
+
+def test_queued_priority_task_overtakes_earlier_ones_on_dask(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                  processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster, set_as_default=False):
+        runtime.set_backend("dask", address=cluster.scheduler_address)
+        try:
+            assert _queued_behind_a_busy_worker(
+                str(tmp_path / "order")) == ["priority", "plain"]
+        finally:
+            use_backend("local")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_priority_must_be_a_bool(value):
+    with pytest.raises(TaskDefinitionError,
+                       match=r"'priority' must be True or False\. Got "
+                             + re.escape(repr(value))):
+        @runtime.task(returns=1, priority=value)
+        def anything(x):
+            return x

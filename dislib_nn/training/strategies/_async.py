@@ -59,7 +59,7 @@ LAG_FEW_STEPS = 0
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 
-@task(returns=4, glob=COMMUTATIVE)
+@task(returns=4, glob=COMMUTATIVE, priority=True)
 def _fold(glob, start_state, start_info, trained_state, trained_optim,
           n_samples, stat, worker, epoch, rules, round_rows):
     """Fold one worker's update into the global model; its fresh copy.
@@ -75,7 +75,7 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     return state, optim, info, record
 
 
-@task(returns=1, glob=COMMUTATIVE)
+@task(returns=1, glob=COMMUTATIVE, priority=True)
 def _fold_only(glob, start_state, start_info, trained_state, trained_optim,
                n_samples, stat, worker, epoch, rules, round_rows):
     """:func:`_fold` without the fresh copy (``max_lag=0``: the next
@@ -95,7 +95,7 @@ def _fold_into(glob, start_state, start_info, trained_state, trained_optim,
     return record
 
 
-@task(returns=3)
+@task(returns=3, priority=True)
 def _round_start(glob):
     """The global model after a round's merges (this task follows them
     all): what every worker starts the next round from with

@@ -25,7 +25,7 @@ _PARTIAL = TrainStats()
 
 
 @task(returns=1, models=_COLLECTION, counts=_COLLECTION,
-      stats=_COLLECTION)
+      stats=_COLLECTION, priority=True)
 def _merge_pair(models, counts, stats, root, previous, deltas=False):
     """Combine two replicas or partial sums; divide only at the root.
 
@@ -45,7 +45,7 @@ def _merge_pair(models, counts, stats, root, previous, deltas=False):
 
 
 @task(returns=2, models=_COLLECTION, optims=_COLLECTION,
-      counts=_COLLECTION, stats=_COLLECTION)
+      counts=_COLLECTION, stats=_COLLECTION, priority=True)
 def _merge_pair_with_optims(models, optims, counts, stats, root, previous,
                             deltas=False):
     """``_merge_pair`` that also merges the optimizer states alike (over
@@ -62,7 +62,7 @@ def _merge_pair_with_optims(models, optims, counts, stats, root, previous,
     return _root_model(total, previous, deltas), merged_optim
 
 
-@task(returns=1)
+@task(returns=1, priority=True)
 def _keep_finite(model, stat, previous, deltas=False):
     """A single replica's model, or ``previous`` when it diverged (with
     ``deltas``, ``previous`` plus its update)."""
@@ -73,7 +73,7 @@ def _keep_finite(model, stat, previous, deltas=False):
     return model
 
 
-@task(returns=1)
+@task(returns=1, priority=True)
 def _delayed_start(state, merged, replica, fallback):
     """A replica's next start under ``merge_delay=1``
     (:func:`~dislib_nn.training.merge._delay.delayed_start`)."""
@@ -89,14 +89,14 @@ def submit_delayed_starts(states, merged, replicas, fallback):
             for i, state in enumerate(states)]
 
 
-@task(returns=2)
+@task(returns=2, priority=True)
 def _momentum_step(previous, averaged, velocity, lr, momentum, keys):
     """The server step of FedAvgM (see ``_outer.momentum_step``)."""
     return _outer.momentum_step(previous, averaged, velocity, lr, momentum,
                                 keys)
 
 
-@task(returns=2)
+@task(returns=2, priority=True)
 def _optimizer_step(previous, averaged, optim_state, components, keys):
     """The outer optimizer's step (see ``_outer.optimizer_step``); the
     optimizer is ``components.build_outer_optimizer``."""

@@ -47,7 +47,8 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 
 @constraint(**runtime.CPU_TASK)
-@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
+@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
+      priority=True)
 def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
                  settings, base=None):
     """One epoch of one replica on its blocks (see run_train_task)."""
@@ -56,7 +57,8 @@ def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
 
 
 @constraint(**runtime.GPU_TASK)
-@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION)
+@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
+      priority=True)
 def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
                      settings, base=None):
     """``_train_epoch`` for tasks the runtime should give a GPU."""
@@ -66,7 +68,7 @@ def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
 
 @constraint(**runtime.CPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
-      on_failure="FAIL")
+      on_failure="FAIL", priority=True)
 def _train_epoch_once(components, state, optim_state, x_blocks, y_blocks,
                       settings, base=None):
     """``_train_epoch`` that the runtime never runs twice."""
@@ -76,7 +78,7 @@ def _train_epoch_once(components, state, optim_state, x_blocks, y_blocks,
 
 @constraint(**runtime.GPU_TASK)
 @task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
-      on_failure="FAIL")
+      on_failure="FAIL", priority=True)
 def _train_epoch_gpu_once(components, state, optim_state, x_blocks,
                           y_blocks, settings, base=None):
     """``_train_epoch_gpu`` that the runtime never runs twice."""
