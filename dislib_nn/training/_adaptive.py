@@ -78,8 +78,9 @@ class Plan:
     lr_factor : float
         The learning rate is ``lr * lr_factor``.
     warmup : bool
-        Whether the first epoch of the fit's schedule (epoch 0) runs at
-        half the rate (with a scaled rate and no ``lr_schedule``).
+        Whether the first epoch of training (epoch 0, counted across
+        ``warm_start`` fits: a fit that continues does not warm up again)
+        runs at half the rate (with a scaled rate and no ``lr_schedule``).
     adapted : bool
         Whether an ``"auto"`` default chose something other than one
         merge per epoch at the unscaled rate.
@@ -146,12 +147,15 @@ class Plan:
 
     def as_dict(self, epoch=None):
         """The plan as plain data; ``sync_every`` that of ``epoch`` when
-        it comes from a callable (``"callable"`` without an epoch)."""
+        it comes from a callable (``"callable"`` without an epoch), and
+        ``warmup`` whether ``epoch`` itself ran at half the rate
+        (whether the plan warms up, without an epoch)."""
         every = self.sync_every
         if callable(every):
             every = "callable" if epoch is None else self.at(epoch)
+        warmup = self.warmup and (epoch is None or epoch == 0)
         return dict({"sync_every": every, "lr_factor": self.lr_factor,
-                     "warmup": self.warmup, "adapted": self.adapted,
+                     "warmup": warmup, "adapted": self.adapted,
                      "steps": self.steps}, **self.strategy_params)
 
 

@@ -700,3 +700,20 @@ def test_every_option_at_once_releases_only_what_is_consumed(
     if strategy == "sync":
         _same_model(clf, yardstick, atol=1e-5)
     assert abs(clf.score(X, y) - yardstick.score(X, y)) <= ACC_TOL
+
+
+@pytest.mark.parametrize("strategy", ["sync", "async"])
+def test_warm_up_is_the_first_epoch_of_training_and_its_record_says_so(
+        strategy):
+    # lr_scaling="linear" at 2 replicas: the rate is 2 x lr, half of it
+    # in the first epoch of training; a warm_start fit that continues
+    # trains at the full rate from its first epoch, and history_ says
+    # which epoch was warmed up.
+    X, y = _classification()
+    clf = _clf(strategy, optimizer=torch.optim.SGD, lr=0.05,
+               lr_scaling="linear", n_epochs=2).fit(X, y)
+    clf.set_params(warm_start=True).fit(X, y)
+    rates = [h["lr"] for h in clf.history_]
+    warm = [h["schedule"]["warmup"] for h in clf.history_]
+    assert rates == pytest.approx([0.05, 0.1, 0.1, 0.1])
+    assert warm == [True, False, False, False]
