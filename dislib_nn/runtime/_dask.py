@@ -157,12 +157,11 @@ class DaskExecutor:
         submitted with it: the scheduler runs them where the tuple is as
         soon as it exists, with no round trip through the master, and
         readers of one output fetch that output alone."""
-        n = n_outputs + 1 if keep_status else n_outputs
-        if n < 2 and not keep_status:
-            return None
+        if n_outputs < 2 and not keep_status:
+            return None     # the task's own future is its one output
         return [client.submit(operator.getitem, future, i, pure=False,
                               priority=self._priority(node))
-                for i in range(n)]
+                for i in range(n_outputs + keep_status)]
 
     def _send(self, client, payload):
         if isinstance(payload, Remote):

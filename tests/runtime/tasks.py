@@ -157,14 +157,16 @@ def square(x):
 @task(returns=1)
 def log_name(path, name, a, b=None):
     """Append ``name`` to the file ``path`` (the order tasks ran in)."""
-    with open(path, "a") as f:
-        f.write(name + "\n")
-    return name
+    return _append_line(path, name)
 
 
 @task(returns=1, priority=True)
 def log_name_first(path, name, a, b=None):
     """``log_name`` declared ``priority=True``."""
+    return _append_line(path, name)
+
+
+def _append_line(path, name):
     with open(path, "a") as f:
         f.write(name + "\n")
     return name

@@ -13,41 +13,40 @@ from tests.conftest import use_backend
 from tests.runtime import tasks
 
 
-def test_readers_made_ready_by_one_task_start_in_submission_order(tmp_path):
+@pytest.fixture
+def one_worker():
     # One worker: what starts first is what the engine dispatched first.
     # A configuration no other test uses, so a pool of its own (a test
     # in test_failures.py breaks the pool of 1 worker x 1 thread).
     runtime.set_backend("local", n_workers=1, threads_per_worker=2)
-    try:
-        path = str(tmp_path / "order")
-        first, second = tasks.pair(tasks.after(1, 0.5))
-        # Submitted first, reads both outputs; the later one reads one.
-        both = tasks.log_name(path, "reads both", first, second)
-        one = tasks.log_name(path, "reads one", first)
-        wait_on([both, one])
-        with open(path) as f:
-            assert f.read().split("\n")[:2] == ["reads both", "reads one"]
-    finally:
-        use_backend("local")
+    yield
+    use_backend("local")
 
 
-def _one_worker_pool():
-    # The configuration of the test above: a pool of its own.
-    runtime.set_backend("local", n_workers=1, threads_per_worker=2)
+def _first_two_logged(path):
+    with open(path) as f:
+        return f.read().split("\n")[:2]
 
 
-def test_priority_task_made_ready_with_others_starts_first(tmp_path):
-    _one_worker_pool()
-    try:
-        path = str(tmp_path / "order")
-        first, second = tasks.pair(tasks.after(1, 0.5))
-        plain = tasks.log_name(path, "plain", first)
-        urgent = tasks.log_name_first(path, "priority", first)
-        wait_on([plain, urgent])
-        with open(path) as f:
-            assert f.read().split("\n")[:2] == ["priority", "plain"]
-    finally:
-        use_backend("local")
+def test_readers_made_ready_by_one_task_start_in_submission_order(
+        one_worker, tmp_path):
+    path = str(tmp_path / "order")
+    first, second = tasks.pair(tasks.after(1, 0.5))
+    # Submitted first, reads both outputs; the later one reads one.
+    both = tasks.log_name(path, "reads both", first, second)
+    one = tasks.log_name(path, "reads one", first)
+    wait_on([both, one])
+    assert _first_two_logged(path) == ["reads both", "reads one"]
+
+
+def test_priority_task_made_ready_with_others_starts_first(one_worker,
+                                                          tmp_path):
+    path = str(tmp_path / "order")
+    first, second = tasks.pair(tasks.after(1, 0.5))
+    plain = tasks.log_name(path, "plain", first)
+    urgent = tasks.log_name_first(path, "priority", first)
+    wait_on([plain, urgent])
+    assert _first_two_logged(path) == ["priority", "plain"]
 
 
 def _queued_behind_a_busy_worker(path):
@@ -59,17 +58,12 @@ def _queued_behind_a_busy_worker(path):
     time.sleep(0.3)
     urgent = tasks.log_name_first(path, "priority", 2)
     wait_on([busy, plain, urgent])
-    with open(path) as f:
-        return f.read().split("\n")[:2]
+    return _first_two_logged(path)
 
 
-def test_queued_priority_task_overtakes_earlier_ones(tmp_path):
-    _one_worker_pool()
-    try:
-        assert _queued_behind_a_busy_worker(str(tmp_path / "order")) == \
-            ["priority", "plain"]
-    finally:
-        use_backend("local")
+def test_queued_priority_task_overtakes_earlier_ones(one_worker, tmp_path):
+    assert _queued_behind_a_busy_worker(str(tmp_path / "order")) == \
+        ["priority", "plain"]
 
 
 def test_queued_priority_task_overtakes_earlier_ones_on_dask(tmp_path):
