@@ -47,6 +47,13 @@ def local():
     yield "local"
 
 
+@pytest.fixture
+def sequential():
+    use_backend("sequential")
+    yield "sequential"
+    use_backend("local")
+
+
 # The emulated COMPSs runs: started with the session, checked last.
 def _checks_emulated_runs(item):
     return item.nodeid.startswith("tests/compss/")

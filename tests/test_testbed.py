@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -278,3 +279,93 @@ def test_ddp_two_ranks_follow_one_process_on_the_global_batch(prefix,
                                    atol=1e-6)
     assert row["test_accuracy"] == ddp.accuracy(model, X_test, y_test)
     assert sum(v["tx_bytes"] for v in report["bytes"].values()) > 0
+
+
+_MERGE_FIT = r"""
+import json, os, subprocess, sys
+import distributed, numpy as np, torch
+import dislib_nn as dnn
+from dislib_nn import runtime
+
+
+class Wide(torch.nn.Module):
+    # About 4.2 MB of float32 weights: bytes, not queues, place tasks.
+    def __init__(self, n_features_in=8, n_classes=2):
+        super().__init__()
+        self.a = torch.nn.Linear(n_features_in, 1024)
+        self.b = torch.nn.Linear(1024, 1024)
+        self.c = torch.nn.Linear(1024, n_classes)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+def sent():
+    # Bytes each node has sent so far.
+    stats = "/sys/class/net/eth0/statistics/tx_bytes"
+    return [int(subprocess.run(["ip", "netns", "exec", ns, "cat", stats],
+                               capture_output=True, text=True,
+                               check=True).stdout)
+            for ns in os.environ["TESTBED_NETNS"].split(",")]
+
+
+SAMPLES = []
+
+
+class Sent(dnn.callbacks.Callback):
+    def on_epoch_end(self, state, record, handle):
+        SAMPLES.append(sent())
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(96, 8)).astype("float32")
+    y = (X[:, 0] > 0).astype(int)
+    with distributed.Client(os.environ["DISLIB_NN_DASK_ADDRESS"]) as client:
+        runtime.set_backend("dask", client=client)
+        with distributed.get_task_stream(client=client) as stream:
+            dnn.SyncEpochAveragingClassifier(
+                module=Wide, n_workers=3, n_epochs=8, batch_size=32,
+                random_state=0, shuffle="local", merge=sys.argv[1],
+                callbacks=[("sent", Sent())]).fit(X, y)
+    print(json.dumps({
+        "sent": SAMPLES,
+        "tasks": sorted((r["startstops"][0]["start"],
+                         r["key"].rsplit("-", 1)[0], r["worker"])
+                        for r in stream.data)}))
+"""
+
+
+def test_a_sharded_merge_runs_on_every_node_and_each_sends_its_share(
+        prefix, tmp_path):
+    # The tree's root receives every replica and sends the merged model
+    # to every other node; sharded, each node merges one shard, where its
+    # replica was trained, and sends (P - 1) / P of a model twice a round.
+    # Bytes are counted at each epoch's end by a callback.
+    pytest.importorskip("distributed")
+    script = tmp_path / "merge_fit.py"
+    script.write_text(_MERGE_FIT)
+    with testbed.Testbed(3, rate="200mbit", dask=True, prefix=prefix,
+                         verbose=False) as tb:
+        done = tb.run([sys.executable, script, "sharded"],
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                      text=True, timeout=300)
+    _assert_nothing_left(prefix)
+    assert done.returncode == 0, done.stdout[-3000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    merges = [w for _, name, w in run["tasks"] if name == "_merge_shard"]
+    assert len(merges) == 8 * 3
+    for epoch in range(8):
+        assert len(set(merges[3 * epoch:3 * epoch + 3])) == 3, merges
+    assert set(merges) == {w for _, name, w in run["tasks"]
+                           if name == "_train_epoch"}
+    # Past the first rounds (the starting model fanned out), before the
+    # last (the fitted model fetched): 2 x 2/3 of the 4.2 MB model per
+    # node and round.
+    samples = run["sent"][2:-1]
+    rounds = len(samples) - 1
+    per_node = [b - a for a, b in zip(samples[0], samples[-1])]
+    expected = rounds * 2 * 2 / 3 * 4.2e6
+    for sent in per_node:
+        assert 0.75 * expected < sent < 1.3 * expected, (per_node,
+                                                          expected)

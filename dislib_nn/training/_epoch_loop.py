@@ -64,7 +64,7 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
             handle.checkpoint = strategy.checkpoint_parts()
         valid = []
         if handle.merged and validation is not None:
-            valid = validation(handle.model)
+            valid = validation(handle.readable)
         in_flight.append((handle, valid))
         # Asked every epoch: a strategy may read sooner at first.
         # On a backend that runs tasks at submission the epoch has run

@@ -64,6 +64,18 @@ _SYNC_PARAMETERS = """    merge_delay : {0, 1}, default=0
         ``optimizer_state`` "keep" or "reset". Its cost in accuracy and
         its gain in time are in docs/strategies.md and
         docs/benchmarks.md.
+    merge : {"tree", "sharded"}, default="tree"
+        How replicas merge. ``"tree"``: a binary tree of merge tasks,
+        whose root sends the merged model to every worker.
+        ``"sharded"``: every floating-point tensor is cut into
+        ``n_workers`` slices and worker ``j`` merges slice ``j`` of all
+        replicas where its own replica was trained; each worker's next
+        round reads the other slices (a ring all-reduce's traffic:
+        ``2 (P - 1) / P`` of a model per worker and round, on every link
+        at once). Bit-identical models; needs ``merge_delay=0``,
+        ``merge_precision="fp32"`` and ``optimizer_state`` "keep" or
+        "reset". For several nodes on links slower than their compute:
+        docs/strategies.md.
 """
 
 _PARAMETERS = """

@@ -17,6 +17,7 @@ from dislib_nn.training import _labels, _metrics
 from dislib_nn.training._components import Components
 from dislib_nn.training._fit_data import feature_names
 from dislib_nn.training.tasks import _blocks
+from dislib_nn.training.tasks._sharded import ShardedModel
 from dislib_nn.training.tasks._torch_loop import forward_batches
 
 __all__ = ["PredictMixin"]
@@ -83,10 +84,12 @@ class PredictMixin:
                                       else raw.dtype)
 
     def _submit_scores(self, components, state, x, y, classes, with_loss):
-        return [_blocks._score_block(
-            components, state, xb, yb, self._output, with_loss,
-            self._predict_batch(), str(self.device), classes)
-            for xb, yb in zip(x._blocks, y._blocks)]
+        score, model = _blocks._score_block, state
+        if isinstance(state, ShardedModel):
+            score, model = _blocks._score_block_shards, list(state)
+        return [score(components, model, xb, yb, self._output, with_loss,
+                      self._predict_batch(), str(self.device), classes)
+                for xb, yb in zip(x._blocks, y._blocks)]
 
     def _predict_batch(self):
         return max(self.batch_size, _PREDICT_BATCH)

@@ -88,7 +88,7 @@ def test_nothing_the_library_made_stays_with_compss(data_reports):
     "classifier/default", "classifier/average",
     "regressor/default", "regressor/average", "regressor/checkpoint",
     "regressor/step", "regressor/schedule", "classifier/outer",
-    "classifier/half-bf16", "classifier/every2-bf16",
+    "classifier/half-bf16", "classifier/every2-bf16", "classifier/sharded",
     "classifier/batchnorm"])
 def test_fit_predict_score_under_compss_match_the_local_backend(
         fit_reports, case):

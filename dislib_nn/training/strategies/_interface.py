@@ -244,17 +244,23 @@ class EpochHandle:
         Futures of plain numbers and small dicts, waited for together.
     model : future, dict or None
         The model after this epoch, when asked for and merged.
+    readable : future, ShardedModel or None
+        The same model as tasks read it where it lies, which validation
+        reads: ``model`` itself, or (``merge="sharded"``) its shards,
+        which every worker fetched for its next round already.
     checkpoint : future or None
         Set by the epoch loop when a callback wants checkpoints: what
         :meth:`Strategy.checkpoint_parts` returned after this epoch.
     """
 
-    def __init__(self, epoch, lr, merged, scalars, model=None):
+    def __init__(self, epoch, lr, merged, scalars, model=None,
+                 readable=None):
         self.epoch = epoch
         self.lr = lr
         self.merged = merged
         self.scalars = scalars
         self.model = model
+        self.readable = model if readable is None else readable
         self.checkpoint = None
 
 

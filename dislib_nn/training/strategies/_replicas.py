@@ -9,6 +9,7 @@ reported, is the same for all of them and lives here.
 
 from dislib_nn.training.strategies._interface import (measured_compute_s,
                                                       training_fields)
+from dislib_nn.training.tasks._sharded import ShardedModel
 
 __all__ = ["Trained", "submit_training", "read_training"]
 
@@ -48,7 +49,8 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
     blocks : list of (x_blocks, y_blocks)
         Each worker's blocks for ``epoch``.
     inputs : list of (state, optimizer state)
-        What each worker's replica starts from (futures or values).
+        What each worker's replica starts from (futures or values; a
+        state may be a :class:`~.tasks._sharded.ShardedModel`).
     epoch : int
     lr : float
     share : (int, int) or None, default=None
@@ -84,8 +86,10 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
         if settings.merge_precision != "fp32" and \
                 merge_from[w] is not state:
             base = (merge_from[w],)
-        out = setup.train_task(setup.task_components, state, optim, x_blocks,
-                               y_blocks, settings, *base)
+        # A task's state is a list: one state dict, or a model's shards.
+        parts = list(state) if isinstance(state, ShardedModel) else [state]
+        out = setup.train_task(setup.task_components, parts, optim,
+                               x_blocks, y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):
             results.append(value)
     if reset and ends_epoch:

@@ -11,20 +11,24 @@ by an outer step (``outer_optimizer``, or ``outer_lr`` /
 them restart from the merged model. With ``merge_precision="bf16"``
 the training tasks a merge follows return their bf16 updates from the
 global model instead (:mod:`dislib_nn.training.merge._payload`), which
-the tree sums in float32 and adds to it. Everything here deals in
+the tree sums in float32 and adds to it. With ``merge="sharded"`` there
+is no tree: worker ``j`` merges shard ``j`` of every replica where its
+own replica was trained, and the next round reads the merged shards
+(:mod:`~dislib_nn.training.tasks._sharded`). Everything here deals in
 futures: the master fetches no weights.
 """
 
 import numbers
 
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training._param_validation import Interval
+from dislib_nn.training._param_validation import Interval, Options
 from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       Strategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
-from dislib_nn.training.tasks import _reduce
+from dislib_nn.training.tasks import _reduce, _sharded
+from dislib_nn.training.tasks._held import held
 
 __all__ = ["SyncStrategy", "merges_after"]
 
@@ -48,11 +52,14 @@ class SyncStrategy(Strategy):
     """
 
     merges_within_epochs = True
-    parameters = {"merge_delay": 0}
-    constraints = {"merge_delay": [Interval(numbers.Integral, 0, 1)]}
+    parameters = {"merge_delay": 0, "merge": "tree"}
+    constraints = {"merge_delay": [Interval(numbers.Integral, 0, 1)],
+                   "merge": [Options("tree", "sharded")]}
 
     @classmethod
     def check_params(cls, params, name):
+        if params["merge"] == "sharded":
+            _check_sharded(params, name)
         if params["merge_delay"] == 0:
             return
         for key, value, allowed in (
@@ -71,7 +78,15 @@ class SyncStrategy(Strategy):
     def __init__(self, setup):
         super().__init__(setup)
         n = setup.n_workers
-        self.state = setup.lifetimes.keep(setup.state)
+        self.sharded = setup.params.get("merge") == "sharded" and n > 1
+        # The global model: whole (a future), or, after a sharded merge
+        # without an outer step, its `shards`, joined into `state` only
+        # when something reads it whole (None until then). Sharded, the
+        # starting model is held by the runtime: each worker reads it
+        # once, to train and to cut its shard of the merge's fallback.
+        self.state = setup.lifetimes.keep(
+            held(setup.state) if self.sharded else setup.state)
+        self.shards = None
         self.states = [self.state] * n
         self.optims = setup.initial_optims()
         self.outer = dict(setup.carried.state)
@@ -94,7 +109,7 @@ class SyncStrategy(Strategy):
         blocks = data.blocks(epoch)
         n_shares = setup.shares(epoch)
         counts, stats = [], []
-        merged = None
+        merged = False
         for k in range(n_shares):
             share = (k, n_shares) if n_shares > 1 else None
             if share is not None and setup.round_rows(epoch, share) == 0:
@@ -113,8 +128,9 @@ class SyncStrategy(Strategy):
         data.forget(epoch)
         if not last:
             data.prepare(epoch + 1)
-        return EpochHandle(epoch, lr, merged is not None, [counts, stats],
-                           merged)
+        model = self._global() if merged and want_model else None
+        return EpochHandle(epoch, lr, merged, [counts, stats], model,
+                           self.shards if merged and want_model else None)
 
     def read(self, handle, values):
         counts, stats = combine_shares(*values)
@@ -126,12 +142,14 @@ class SyncStrategy(Strategy):
         """Submit one training task per worker (for ``share`` of the
         epoch): each continues from its state and optimizer state; when
         a merge ``merges`` after them, into the global model."""
+        start = self._round_start()
         trained = submit_training(
             self.setup, blocks, list(zip(self.states, self.optims)), epoch,
             lr, share,
-            merge_from=[self.state] * self.setup.n_workers if merges
-            else None)
-        self.setup.lifetimes.release(self.states, self.optims)
+            merge_from=[start] * self.setup.n_workers if merges else None)
+        # The round's start stays: its merge falls back to it.
+        self.setup.lifetimes.release(
+            [s for s in self.states if s is not start], self.optims)
         self.states, self.optims = trained.states, trained.optims
         return trained.counts, trained.stats
 
@@ -156,10 +174,22 @@ class SyncStrategy(Strategy):
         if self.merged_replicas is not None:
             self.setup.lifetimes.release(self.merged_replicas)
             self.merged_replicas = None
-        return self.state
+        model = self._global()
+        if self.shards is not None:
+            self.setup.lifetimes.release(self.shards)
+            self.shards = None
+        return model
 
     def checkpoint_parts(self):
-        return _checkpoint.snapshot(self.state, self.carry())
+        return _checkpoint.snapshot(self._global(), self.carry())
+
+    def _global(self):
+        """The future of the whole global model (joined from its shards
+        the first time it is asked for)."""
+        if self.state is None:
+            self.state = self.setup.lifetimes.keep(
+                _sharded.submit_join(self.shards))
+        return self.state
 
     def carry(self):
         keep = self.setup.params["optimizer_state"]
@@ -168,25 +198,25 @@ class SyncStrategy(Strategy):
         return Carry(optims, self.outer)
 
     def _merge(self, counts, stats, final=False):
+        """Submit one merge of the replicas (and the outer step, if any);
+        the next round starts from it. Returns True."""
         setup, p = self.setup, self.setup.params
         lifetimes = setup.lifetimes
-        average_optims = p["optimizer_state"] == "average"
-        replicas, replica_optims = self.states, self.optims
         weights = counts
         if p["balance"]:
             # An uneven deal is for speed only: every replica weighs the
             # same (see docs/strategies.md, "balance=True").
             weights = [1] * len(counts)
+        if self.sharded:
+            self._merge_sharded(weights, stats)
+            return True
+        average_optims = p["optimizer_state"] == "average"
+        replicas, replica_optims = self.states, self.optims
         merged, merged_optim = _reduce.submit_merge(
             replicas, replica_optims if average_optims else None, weights,
             lifetimes, stats, self.state,
             deltas=p["merge_precision"] != "fp32")
-        averaged, outer = merged, self.outer
-        merged, self.outer = _reduce.submit_outer_step(
-            self.state, averaged, outer, p, setup.task_components,
-            setup.param_keys)
-        if merged is not averaged:
-            lifetimes.release(averaged, list(outer.values()))
+        merged = self._outer_step(merged)
         previous = self.state
         # Global models are kept: early stopping may come back to one.
         self.state = lifetimes.keep(merged)
@@ -201,4 +231,60 @@ class SyncStrategy(Strategy):
             self.optims = [merged_optim] * setup.n_workers
             if setup.n_workers > 1:
                 lifetimes.release(replica_optims)
+        return True
+
+    def _outer_step(self, averaged):
+        """The global model after the outer step on ``averaged`` (itself
+        when the step is plain averaging)."""
+        setup, outer = self.setup, self.outer
+        merged, self.outer = _reduce.submit_outer_step(
+            self.state, averaged, outer, setup.params, setup.task_components,
+            setup.param_keys)
+        if merged is not averaged:
+            setup.lifetimes.release(averaged, list(outer.values()))
         return merged
+
+    def _merge_sharded(self, weights, stats):
+        """``merge="sharded"``: shard ``j`` is merged where replica ``j``
+        was trained (:mod:`~dislib_nn.training.tasks._sharded`). With an
+        outer step the shards are joined for it, and the next round
+        starts from the whole model it returns."""
+        setup = self.setup
+        lifetimes = setup.lifetimes
+        replicas, start = self.states, self._round_start()
+        shards = _sharded.submit_sharded_merge(replicas, weights, stats,
+                                               start, lifetimes)
+        lifetimes.release(replicas)
+        if self.shards is not None:
+            # The round's start: read by its training tasks and merges,
+            # all submitted.
+            lifetimes.release(self.shards)
+            self.shards = None
+        if _reduce.has_outer_step(setup.params):
+            averaged = _sharded.submit_join(shards)
+            lifetimes.release(shards)
+            self.state = lifetimes.keep(self._outer_step(averaged))
+            self.states = [self.state] * setup.n_workers
+        else:
+            self.shards, self.state = shards, None
+            self.states = [shards] * setup.n_workers
+
+    def _round_start(self):
+        """What the replicas' current round started from: the global
+        model's shards, or the whole model."""
+        return self.shards if self.shards is not None else self.state
+
+
+def _check_sharded(params, name):
+    """What ``merge="sharded"`` does not combine with, refused when the
+    fit starts."""
+    for key, allowed in (("merge_delay", (0,)),
+                         ("merge_precision", ("fp32",)),
+                         ("optimizer_state", ("keep", "reset"))):
+        if params[key] not in allowed:
+            shown = " or ".join(repr(a) for a in allowed)
+            raise InvalidParameterError(
+                f"{name} takes merge='sharded' only with {key}={shown}: "
+                f"the shards merge the replicas' float32 state dicts, "
+                f"and nothing else. Got merge='sharded' and "
+                f"{key}={params[key]!r}; use merge='tree' for it.")

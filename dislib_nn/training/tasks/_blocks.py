@@ -8,8 +8,9 @@ futures and scalars: it never collects X.
 import numpy as np
 import torch
 
-from dislib_nn.runtime import task
+from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training import _labels
+from dislib_nn.training.merge import _shards
 from dislib_nn.training.tasks._device import resolve_device, size_threads
 from dislib_nn.training.tasks._torch_loop import forward_batches
 
@@ -71,6 +72,23 @@ def _score_block(components, state, x_block, y_block, output, with_loss,
     ``y_block`` already holds class indices; otherwise the labels are
     encoded here and unseen ones raise ValueError.
     """
+    return _block_stats(components, state, x_block, y_block, output,
+                        with_loss, batch_size, device, classes)
+
+
+@task(returns=1, shards={Type: COLLECTION_IN, Depth: 1})
+def _score_block_shards(components, shards, x_block, y_block, output,
+                        with_loss, batch_size, device, classes):
+    """``_score_block`` of a model held as its shards
+    (``merge="sharded"``), joined here: where the next round's training
+    fetched them already."""
+    return _block_stats(components, _shards.model_from(shards), x_block,
+                        y_block, output, with_loss, batch_size, device,
+                        classes)
+
+
+def _block_stats(components, state, x_block, y_block, output, with_loss,
+                 batch_size, device, classes):
     module, dev = _model(components, state, device)
     y = torch.as_tensor(y_block) if classes is None else torch.from_numpy(
         _labels.encode(_numpy(y_block), classes, "y"))

@@ -16,7 +16,8 @@ from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training.merge import _delay, _outer, _payload, _sums
 from dislib_nn.training.tasks._report import TrainStats
 
-__all__ = ["submit_merge", "submit_outer_step", "submit_delayed_starts"]
+__all__ = ["submit_merge", "submit_outer_step", "has_outer_step",
+           "submit_delayed_starts"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 #: The statistics a partial sum travels with (its replicas were checked
@@ -114,18 +115,25 @@ def submit_outer_step(previous, averaged, carried, params, components,
     of the new global model (``averaged`` itself when the step is plain
     averaging) and the new outer state, a dict of the same keys.
     """
+    if not has_outer_step(params):
+        return averaged, dict(carried)
     if params["outer_optimizer"] is not None:
         state, optim = _optimizer_step(
             previous, averaged, carried.get("outer_optimizer"),
             components, keys)
         return state, {"outer_optimizer": optim}
-    if params["outer_lr"] != 1.0 or params["outer_momentum"] != 0.0:
-        state, velocity = _momentum_step(
-            previous, averaged, carried.get("velocity"),
-            float(params["outer_lr"]), float(params["outer_momentum"]),
-            keys)
-        return state, {"velocity": velocity}
-    return averaged, dict(carried)
+    state, velocity = _momentum_step(
+        previous, averaged, carried.get("velocity"),
+        float(params["outer_lr"]), float(params["outer_momentum"]), keys)
+    return state, {"velocity": velocity}
+
+
+def has_outer_step(params):
+    """Whether a merge is followed by an outer step (an
+    ``outer_optimizer``, or ``outer_lr`` / ``outer_momentum`` other than
+    plain averaging)."""
+    return params["outer_optimizer"] is not None or \
+        params["outer_lr"] != 1.0 or params["outer_momentum"] != 0.0
 
 
 def _sum_models(models, counts, stats, deltas=False):

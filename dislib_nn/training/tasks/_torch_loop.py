@@ -15,7 +15,7 @@ import traceback
 
 import torch
 
-from dislib_nn.training.merge import _payload, _sums
+from dislib_nn.training.merge import _payload, _shards, _sums
 from dislib_nn.training.tasks._device import resolve_device, size_threads
 from dislib_nn.training.tasks._precision import amp_plan
 from dislib_nn.training.tasks._report import TrainStats
@@ -117,6 +117,9 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
                    settings, base=None):
     """Train one replica for one epoch on its blocks, under its policy.
 
+    ``state`` is a list: the state dict the replica starts from, or every
+    :class:`~dislib_nn.training.merge._shards.Shard` of it.
+
     With ``settings.on_failure="retry"``, an epoch that raises runs again
     from its starting state, with the same seed, up to
     ``settings.max_retries`` times, and one that diverges (a loss, a
@@ -151,6 +154,7 @@ def run_train_task(components, state, optim_state, x_blocks, y_blocks,
         from), runs, and what the last run raised, if it raised.
     """
     started = time.perf_counter()
+    state = _shards.model_from(state)
     start = state
     size_threads()
     device = resolve_device(settings.device)

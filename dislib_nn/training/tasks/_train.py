@@ -12,6 +12,9 @@ own failure management matches the estimator's ``on_failure``:
 * ``_train_epoch_once`` and ``_train_epoch_gpu_once`` are the same with
   ``on_failure="FAIL"``, for ``on_failure="raise"``.
 
+``state`` is a list: the replica's state dict, or every shard of the
+model it starts from (``merge="sharded"``), joined in the task.
+
 ``base``, given only with ``merge_precision="bf16"`` to a task that ends
 a round it did not start (``sync_every`` > 1), is the model the round
 started from: the task returns its update from it.
@@ -47,8 +50,8 @@ _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 
 @constraint(**runtime.CPU_TASK)
-@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
-      priority=True)
+@task(returns=4, state=_COLLECTION, x_blocks=_COLLECTION,
+      y_blocks=_COLLECTION, priority=True)
 def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
                  settings, base=None):
     """One epoch of one replica on its blocks (see run_train_task)."""
@@ -57,8 +60,8 @@ def _train_epoch(components, state, optim_state, x_blocks, y_blocks,
 
 
 @constraint(**runtime.GPU_TASK)
-@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
-      priority=True)
+@task(returns=4, state=_COLLECTION, x_blocks=_COLLECTION,
+      y_blocks=_COLLECTION, priority=True)
 def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
                      settings, base=None):
     """``_train_epoch`` for tasks the runtime should give a GPU."""
@@ -67,8 +70,8 @@ def _train_epoch_gpu(components, state, optim_state, x_blocks, y_blocks,
 
 
 @constraint(**runtime.CPU_TASK)
-@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
-      on_failure="FAIL", priority=True)
+@task(returns=4, state=_COLLECTION, x_blocks=_COLLECTION,
+      y_blocks=_COLLECTION, on_failure="FAIL", priority=True)
 def _train_epoch_once(components, state, optim_state, x_blocks, y_blocks,
                       settings, base=None):
     """``_train_epoch`` that the runtime never runs twice."""
@@ -77,8 +80,8 @@ def _train_epoch_once(components, state, optim_state, x_blocks, y_blocks,
 
 
 @constraint(**runtime.GPU_TASK)
-@task(returns=4, x_blocks=_COLLECTION, y_blocks=_COLLECTION,
-      on_failure="FAIL", priority=True)
+@task(returns=4, state=_COLLECTION, x_blocks=_COLLECTION,
+      y_blocks=_COLLECTION, on_failure="FAIL", priority=True)
 def _train_epoch_gpu_once(components, state, optim_state, x_blocks,
                           y_blocks, settings, base=None):
     """``_train_epoch_gpu`` that the runtime never runs twice."""

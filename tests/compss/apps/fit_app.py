@@ -221,6 +221,10 @@ def main(parts):
             runs["half-bf16"] = HALF_BF16
             runs["every2-bf16"] = {"merge_precision": "bf16",
                                    "sync_every": 2, **OWN_ROWS}
+            # Each worker merges one shard (COLLECTION_OUT pieces), two
+            # merges an epoch.
+            runs["sharded"] = {"merge": "sharded", "sync_every": 0.5,
+                               **OWN_ROWS}
             # The BatchNorm statistics recomputed after the last merge.
             runs["batchnorm"] = {"recompute_batchnorm": True, **OWN_ROWS}
         if kind == "async-classifier":
