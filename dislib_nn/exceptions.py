@@ -20,6 +20,8 @@ __all__ = [
     "NotFittedError",
     "InvalidParameterError",
     "CheckpointMismatchError",
+    "CheckpointInUseError",
+    "UnsafeFileError",
     "DivergenceError",
     "TrainingTaskError",
     "ShapeError",
@@ -143,6 +145,17 @@ class CheckpointMismatchError(DislibNNError, ValueError):
     """A checkpoint to resume from was written by another estimator: other
     parameters, another module, or another estimator class. The message
     names what differs."""
+
+
+class CheckpointInUseError(DislibNNError, RuntimeError):
+    """Another fit (another process) holds the checkpoint folder: each fit
+    needs its own. The message names the folder and the holder."""
+
+
+class UnsafeFileError(DislibNNError, ValueError):
+    """A file to load wants to run code (a class or function stored by
+    value, a name that is not a model, optimizer, scheduler or callback
+    class): refused unless ``trusted=True``. The message names what."""
 
 
 class DivergenceError(DislibNNError, FloatingPointError):

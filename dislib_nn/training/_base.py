@@ -31,7 +31,7 @@ from sklearn.utils import check_random_state
 from dislib_nn import runtime
 from dislib_nn.data import shuffle
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training import _fitted, _seeds
+from dislib_nn.training import _checkpoint_lock, _fitted, _seeds
 from dislib_nn.training._adaptive import plan as adaptive_plan
 from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training._components import (Components, check_step,
@@ -93,7 +93,10 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             is one (up to ``n_epochs`` epochs in all), and start afresh
             when there is none. A checkpoint written by another estimator
             class, other parameters or another module raises
-            :class:`~dislib_nn.exceptions.CheckpointMismatchError`.
+            :class:`~dislib_nn.exceptions.CheckpointMismatchError`. A
+            checkpoint folder that another process's fit holds raises
+            :class:`~dislib_nn.exceptions.CheckpointInUseError` before
+            any task runs.
 
         Returns
         -------
@@ -101,6 +104,11 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         """
         self._validate_params()
         self._announce_start()
+        with _checkpoint_lock.hold(self._checkpoint_dirname()):
+            return self._fit(X, y, resume)
+
+    def _fit(self, X, y, resume):
+        """``fit``, once its checkpoint folder (if any) is held."""
         checkpoint, path = _checkpoint.to_resume(
             self, resume, self._checkpoint_dirname())
         continuing = checkpoint is None and self.warm_start \
@@ -136,6 +144,10 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
     def _partial_fit(self, X, y, classes=None):
         self._validate_params()
         self._announce_start()
+        with _checkpoint_lock.hold(self._checkpoint_dirname()):
+            return self._partial_fit_held(X, y, classes)
+
+    def _partial_fit_held(self, X, y, classes):
         first = not self.__sklearn_is_fitted__()
         saved = _fitted.snapshot(self)
         try:

@@ -17,6 +17,7 @@ scikit-learn's ``get_params`` reads like any other.
 """
 
 import inspect
+import math
 import numbers
 
 import torch
@@ -191,6 +192,12 @@ class ParamsMixin:
              "outer_optimizer": self.outer_optimizer},
             split_prefixed(self._prefixed_params()), name,
             InvalidParameterError)
+        for key, value in self._prefixed_params().items():
+            if isinstance(value, numbers.Real) and not isinstance(
+                    value, numbers.Integral) and math.isnan(value):
+                raise InvalidParameterError(
+                    f"The {key!r} argument of {name} is NaN: a component "
+                    f"built with it would train on NaN. Give a number.")
         if self.validation_fraction and self.validation_data is not None:
             raise InvalidParameterError(
                 f"{name} takes validation_fraction or validation_data, not "

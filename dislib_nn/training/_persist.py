@@ -8,14 +8,21 @@ step's state; see :func:`._fitted.for_file`) and the module's
 written with ``torch.save`` to a temporary file, then renamed, so a
 crash never leaves a torn file.
 
-Parameters and attributes are pickled with cloudpickle, as is the state
-of a pickled estimator (:func:`reduce_estimator`): a class or function
-defined in ``__main__`` (a script, a notebook cell) travels by value, so
-the file or pickle loads in a process that does not define it; the rest
-travels by reference, as plain pickle does. When a class cannot be found
-where the file is read (its module is not importable there), the error
-names the class and the module, and says what to do. Tensors on a GPU
-are written as CPU tensors, so they load on a machine without one.
+A saved model is data: the file is read with ``torch.load(...,
+weights_only=True)``, and parameters and attributes are written as data
+(:mod:`._plain`): classes and functions by name, a class defined in
+``__main__`` (a script, a notebook) by value in a blob that ``load``
+unpickles only with ``trusted=True``. So ``load(path)`` runs no code
+from the file; what it refuses, it names. Files of the formats before
+(1 and 2: parameters pickled) load only with ``trusted=True``.
+
+Pickling an estimator (``pickle``, ``copy.deepcopy``) is Python's
+pickle, with cloudpickle for the state (:func:`reduce_estimator`): a
+class defined in ``__main__`` travels by value, and unpickling runs
+whatever the pickle holds, as every pickle does. When a class cannot be
+found where a pickle is read, the error names the class and the module.
+Tensors on a GPU are written as CPU tensors, so they load on a machine
+without one.
 """
 
 import io
@@ -27,8 +34,8 @@ import types
 
 import torch
 
-from dislib_nn.exceptions import NotFittedError, ShapeError
-from dislib_nn.training import _fitted
+from dislib_nn.exceptions import NotFittedError, ShapeError, UnsafeFileError
+from dislib_nn.training import _fitted, _plain
 from dislib_nn.training._components import inferable_arguments, materialize
 
 __all__ = ["PersistMixin", "save_estimator", "load_estimator",
@@ -36,9 +43,12 @@ __all__ = ["PersistMixin", "save_estimator", "load_estimator",
 
 _FORMAT = "dislib_nn.estimator"
 #: 1: parameters and attributes pickled inside the file by reference;
-#: 2: each of them cloudpickle bytes, with the modules they refer to.
-_VERSION = 2
-_READS = (1, 2)
+#: 2: each of them cloudpickle bytes, with the modules they refer to;
+#: 3: data only (:mod:`._plain`), by-value code in one blob apart.
+_VERSION = 3
+_READS = (1, 2, 3)
+#: The formats whose parameters are pickles: read only when trusted.
+_PICKLED = (1, 2)
 
 
 class PersistMixin:
@@ -56,7 +66,7 @@ class PersistMixin:
         """
         save_estimator(self, path)
 
-    def load(self, path):
+    def load(self, path, trusted=False):
         """Load weights saved with :meth:`save`; return ``self``.
 
         This estimator's parameters build the module that receives the
@@ -67,9 +77,18 @@ class PersistMixin:
         both. The loaded estimator predicts, and trains on with
         ``partial_fit`` or ``warm_start`` from the optimizer states and
         outer state it was saved with.
-        The file is unpickled: load only files you trust.
+
+        The file runs no code: it is read as data, and what it names
+        must be a module, optimizer, scheduler or callback class (or a
+        function of torch, numpy, math or dislib_nn) whose module is
+        imported here or belongs to those packages. Anything else (a
+        class saved by value from ``__main__``, which an estimator built
+        with ``module=None`` would need, a file of an earlier format)
+        raises :class:`~dislib_nn.exceptions.UnsafeFileError` naming it;
+        ``trusted=True`` loads it, running the code the file holds: only
+        for files you trust.
         """
-        return load_estimator(self, path, self._module_for_load)
+        return load_estimator(self, path, self._module_for_load, trusted)
 
     def __reduce__(self):
         """Pickle (and ``copy.deepcopy``) with cloudpickle: a module class
@@ -101,42 +120,61 @@ def save_estimator(est, path):
         raise NotFittedError(
             f"This {type(est).__name__} instance is not fitted yet: there "
             f"are no weights to save. Call 'fit' first.")
+    encoder = _plain.Encoder()
     content = {"format": _FORMAT, "version": _VERSION,
                "estimator": _class_name(type(est)),
-               "params": _dumps(est.get_params(deep=False)),
-               "fitted": _dumps(_fitted.for_file(est)),
+               "params": encoder.encode(est.get_params(deep=False)),
+               "fitted": encoder.encode(_fitted.for_file(est)),
                "weights": {k: v.detach().cpu().clone() for k, v in
                            est.module_.state_dict().items()}}
+    content["code"] = encoder.code()
     path = os.fspath(path)
     temporary = f"{path}.tmp-{os.getpid()}"
     try:
-        torch.save(content, temporary)
+        with open(temporary, "wb") as f:
+            torch.save(content, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
 
 
-def load_estimator(est, path, build_module):
+def load_estimator(est, path, build_module, trusted=False):
     """Give ``est`` the fitted state saved in ``path``.
 
     ``est``'s own parameters decide the module (``build_module(inferred,
     sample_shape)`` builds it); an estimator whose ``module`` is None
     takes every parameter from the file first. A failed load leaves
-    ``est`` as it was. The file is unpickled: load only files you trust.
+    ``est`` as it was. Nothing in the file runs unless ``trusted``.
     """
     source = repr(os.fspath(path))
-    content = _read(path)
+    content = _read(path, trusted)
     saved_class = content["estimator"]
     if saved_class != _class_name(type(est)):
         raise TypeError(
             f"{source} holds a {saved_class}; it cannot be "
             f"loaded into a {_class_name(type(est))}.")
+    if content["version"] in _PICKLED:
+        if not trusted:
+            raise UnsafeFileError(
+                f"{source} was written by an earlier dislib_nn (format "
+                f"version {content['version']}), whose parameters are "
+                f"pickles: loading it could run any code it holds. If you "
+                f"trust the file, load it with trusted=True, then save() "
+                f"writes it in the format that runs no code.")
+
+        def decode(part):
+            return _loads(part, source)
+    else:
+        decode = _plain.Decoder(content.get("code"), trusted,
+                                source).decode
     before = _fitted.snapshot(est)
     try:
-        fitted = _loads(content["fitted"], source)
+        fitted = decode(content["fitted"])
         if est.module is None:
-            est.set_params(**_loads(content["params"], source))
+            est.set_params(**decode(content["params"]))
         module = build_module(fitted.get("_inferred"),
                               fitted.get("_sample_shape"))
         load_weights(module, content["weights"], source=source)
@@ -185,19 +223,45 @@ def load_weights(module, state, source="the saved weights"):
     module.load_state_dict(state)
 
 
-def _read(path):
+def _read(path, trusted):
     source = repr(os.fspath(path))
     try:
         content = torch.load(os.fspath(path), map_location="cpu",
-                             weights_only=False)
+                             weights_only=True)
     except FileNotFoundError:
         raise
+    except pickle.UnpicklingError as exc:
+        if "weights_only" not in str(exc).lower().replace(" ", "_"):
+            raise ValueError(f"{source} is not a file written by "
+                             f"save(): {exc}") from exc
+        if not trusted:
+            raise UnsafeFileError(
+                f"{source} holds objects that only unpickling can rebuild "
+                f"(a file of format 1, or not one save() wrote): loading "
+                f"it could run any code it holds. If you trust the file, "
+                f"load it with trusted=True.") from None
+        return _read_pickled(path, source)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file
+        raise ValueError(f"{source} is not a file written by "
+                         f"save(): {exc}") from exc
+    return _checked(content, source)
+
+
+def _read_pickled(path, source):
+    """A file of format 1, unpickled (``trusted=True`` only)."""
+    try:
+        content = torch.load(os.fspath(path), map_location="cpu",
+                             weights_only=False)
     except (ImportError, AttributeError) as exc:
-        # A file of format 1: a class it refers to is not found here.
+        # A class it refers to is not found here.
         raise _missing_class(exc, {}, source) from exc
     except Exception as exc:  # noqa: BLE001 - any unreadable file
         raise ValueError(f"{source} is not a file written by "
                          f"save(): {exc}") from exc
+    return _checked(content, source)
+
+
+def _checked(content, source):
     if not isinstance(content, dict) or content.get("format") != _FORMAT:
         raise ValueError(f"{source} is not a file written by "
                          f"an estimator's save().")

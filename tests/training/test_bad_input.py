@@ -131,6 +131,36 @@ FIT_MISTAKES = {
         InvalidParameterError,
         r"takes merge_delay=1 only with optimizer_state='keep' or "
         r"'reset'.* Got merge_delay=1 and optimizer_state='average'."),
+    "sharded_with_bf16": (
+        _clf, {"merge": "sharded", "merge_precision": "bf16"}, X, Y,
+        InvalidParameterError,
+        r"SyncEpochAveragingClassifier takes merge='sharded' only with "
+        r"merge_precision='fp32'.* Got merge='sharded' and "
+        r"merge_precision='bf16'; use merge='tree' for it."),
+    "sharded_with_averaged_optimizers": (
+        _clf, {"merge": "sharded", "optimizer_state": "average"}, X, Y,
+        InvalidParameterError,
+        r"takes merge='sharded' only with optimizer_state='keep' or "
+        r"'reset'.* Got merge='sharded' and optimizer_state='average'"),
+    "sharded_with_merge_delay": (
+        _clf, {"merge": "sharded", "merge_delay": 1}, X, Y,
+        InvalidParameterError,
+        r"takes merge='sharded' only with merge_delay=0.* Got "
+        r"merge='sharded' and merge_delay=1"),
+    "merge_unknown": (
+        _clf, {"merge": "ring"}, X, Y, InvalidParameterError,
+        r"The 'merge' parameter of SyncEpochAveragingClassifier must be a "
+        r"str among \{'tree', 'sharded'\}. Got 'ring' instead."),
+    "nan_component_argument": (
+        _clf, {"optimizer__momentum": float("nan")}, X, Y,
+        InvalidParameterError,
+        r"The 'optimizer__momentum' argument of "
+        r"SyncEpochAveragingClassifier is NaN"),
+    "checkpoint_dir_unwritable": (
+        _clf, {"checkpoint_dir": "/proc/dislib_nn_checkpoints"}, X, Y,
+        InvalidParameterError,
+        r"The checkpoint folder '/proc/dislib_nn_checkpoints' cannot be "
+        r"written: .*Give checkpoint_dir"),
     "criterion_not_reduced": (
         _clf, {"criterion": VectorLoss}, X, Y, ValueError,
         r"criterion VectorLoss must return a scalar .* It returned a "

@@ -74,7 +74,13 @@ y = np.load(folder + "/y.npy")
 with open(folder + "/clf.pkl", "rb") as f:
     copies = {"pickle": pickle.load(f)}
 copies["joblib"] = joblib.load(folder + "/clf.joblib")
-copies["save"] = SyncEpochAveragingClassifier().load(folder + "/clf.pt")
+# The class is in the file by value: it runs only when trusted.
+try:
+    SyncEpochAveragingClassifier().load(folder + "/clf.pt")
+except ValueError as exc:
+    refused = str(exc)
+copies["save"] = SyncEpochAveragingClassifier().load(folder + "/clf.pt",
+                                                     trusted=True)
 out = {name: est.predict_proba(X).tolist() for name, est in copies.items()}
 # Each copy trains on: its class reaches the training tasks by value.
 for name, est in copies.items():
@@ -82,6 +88,7 @@ for name, est in copies.items():
     est.partial_fit(X, y)
     out[name + "_trained_on"] = bool(
         not torch.equal(before, est.module_.conv.weight))
+out["refused"] = refused
 print(json.dumps(out))
 """
 
@@ -118,6 +125,10 @@ _LOAD_IMPORTED = _PREAMBLE + """
 errors = {}
 try:
     SyncEpochAveragingClassifier().load(folder + "/clf.pt")
+except ValueError as exc:       # importing 'mymodels' would run it
+    errors["untrusted"] = str(exc)
+try:
+    SyncEpochAveragingClassifier().load(folder + "/clf.pt", trusted=True)
 except ImportError as exc:
     errors["save"] = str(exc)
 try:
@@ -147,6 +158,8 @@ def test_a_main_module_class_loads_where_it_is_not_defined(tmp_path):
     for name in ("pickle", "joblib", "save"):
         np.testing.assert_allclose(got[name], expected, rtol=1e-6)
         assert got[name + "_trained_on"]
+    assert "wants to run code stored by value (__main__.CNN)" in \
+        got["refused"]
 
 
 def test_a_class_whose_module_is_missing_is_named(tmp_path):
@@ -154,7 +167,9 @@ def test_a_class_whose_module_is_missing_is_named(tmp_path):
     (tmp_path / "models" / "mymodels.py").write_text(_MODELS)
     _run(tmp_path, "save_net.py", _SAVE_IMPORTED)
     errors = _run(tmp_path, "load_net.py", _LOAD_IMPORTED)
-    assert set(errors) == {"save", "pickle"}
+    assert set(errors) == {"untrusted", "save", "pickle"}
+    assert "wants to run mymodels.Net, whose module 'mymodels' is not " \
+        "imported here" in errors.pop("untrusted")
     for message in errors.values():
         assert "mymodels.Net (module 'mymodels')" in message
         assert "cannot be imported in this process" in message
@@ -275,7 +290,7 @@ torch.save({
 
 _LOAD_FORMAT_1 = _PREAMBLE + """
 try:
-    SyncEpochAveragingClassifier().load(folder + "/clf.pt")
+    SyncEpochAveragingClassifier().load(folder + "/clf.pt", trusted=True)
 except ImportError as exc:
     print(json.dumps(str(exc)))
 """
@@ -295,7 +310,7 @@ class CNN(torch.nn.Module):
 
 X = np.load(folder + "/X.npy")
 y = np.load(folder + "/y.npy")
-est = SyncEpochAveragingClassifier().load(folder + "/clf.pt")
+est = SyncEpochAveragingClassifier().load(folder + "/clf.pt", trusted=True)
 out = est.predict_proba(X).tolist()
 est.partial_fit(X, y)
 print(json.dumps(out))

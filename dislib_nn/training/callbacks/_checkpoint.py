@@ -28,6 +28,7 @@ it was written by the same estimator class, parameters and module
 import glob
 import numbers
 import os
+import pickle
 import shutil
 import tempfile
 
@@ -35,10 +36,12 @@ import numpy as np
 import torch
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import CheckpointMismatchError, InvalidParameterError
+from dislib_nn.exceptions import (CheckpointMismatchError,
+                                  InvalidParameterError, UnsafeFileError)
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
-from dislib_nn.training import _fitted
+from dislib_nn.training import _fitted, _plain
 from dislib_nn.training.callbacks._core import Callback
+from dislib_nn.training.callbacks._named import PREFIX, name_callbacks
 from dislib_nn.training.callbacks._records import monitored
 
 __all__ = ["FILE_NAME", "Checkpoint", "snapshot", "write", "load",
@@ -170,6 +173,10 @@ class Checkpoint(Callback):
     def on_epoch_end(self, state, record, handle):
         if handle.checkpoint is None or not self._due(state, record):
             return False
+        states = {name: cb.state_dict() for name, cb in state.callbacks}
+        for name, value in states.items():
+            # What resuming reads with weights_only=True, checked here.
+            _plain.check_plain(value, f"Callback {name!r}'s state_dict()")
         parts = runtime.wait_on(handle.checkpoint)
         best = self._improved(record)
         if best:
@@ -187,8 +194,7 @@ class Checkpoint(Callback):
             "n_epochs_": int(est.n_epochs_),
             "seed": int(est._seed),
             "history_": list(est.history_),
-            "callbacks": {name: cb.state_dict()
-                          for name, cb in state.callbacks},
+            "callbacks": states,
         })
         self._keep(record.epoch, best)
         return False
@@ -266,6 +272,9 @@ def write(directory, payload):
     fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".tmp",
                                dir=directory)
     try:
+        # mkstemp makes it 0600: give it the mode any new file of the
+        # user's gets (as save() does), so a project group can read it.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()
@@ -277,6 +286,12 @@ def write(directory, payload):
     _fsync_directory(directory)
 
 
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def load(directory):
     """The checkpoint in ``directory``, or None when there is none."""
     path = os.path.join(os.fspath(directory), FILE_NAME)
@@ -284,7 +299,13 @@ def load(directory):
         return None
     # Tensors, numbers, strings, lists and dicts only: nothing to unpickle
     # that could run code.
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UnsafeFileError(
+            f"{path} holds objects that only unpickling can rebuild: not a "
+            f"checkpoint dislib_nn wrote, or one changed since. Nothing in "
+            f"it was run; resuming reads data only ({exc}).") from None
     if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
         raise CheckpointMismatchError(
             f"{path} is not a dislib_nn checkpoint of format {_FORMAT}.")
@@ -387,11 +408,25 @@ def check_workers(estimator, checkpoint, path):
 
 def describe_params(estimator):
     """The estimator's parameters as text, those a resume may change
-    left out (classes by name: a checkpoint is read by another
+    left out: the free ones, and callbacks that only observe
+    (``changes_training=False``) with their ``callbacks__NAME__arg``
+    parameters (classes by name: a checkpoint is read by another
     process)."""
-    return {k: describe(v)
-            for k, v in estimator.get_params(deep=False).items()
-            if k not in FREE_PARAMS}
+    params = estimator.get_params(deep=False)
+    entries = params.get("callbacks")
+    observers = set()
+    if isinstance(entries, (list, tuple)):
+        observers = {name for name, cb in name_callbacks(
+            entries, {}, type(estimator).__name__)
+            if not getattr(cb, "changes_training", True)}
+        params["callbacks"] = [
+            entry for entry in entries if getattr(
+                entry[1] if isinstance(entry, tuple) else entry,
+                "changes_training", True)]
+    return {k: describe(v) for k, v in params.items()
+            if k not in FREE_PARAMS and not (
+                k.startswith(PREFIX + "__")
+                and k.split("__")[1] in observers)}
 
 
 def describe(value):

@@ -82,6 +82,10 @@ class Callback:
     ``wants_checkpoint`` : bool, default=False
         Internal: the epoch's checkpoint parts are copied (the
         :class:`~._checkpoint.Checkpoint` callback).
+    ``changes_training`` : bool, default=True
+        False for a callback that only observes (a logger, a progress
+        bar): ``fit(resume=True)`` accepts a checkpoint written with
+        such callbacks added, removed or configured otherwise.
 
     A callback's constructor should store each argument under its own
     name, as scikit-learn estimators do: :meth:`get_params` reads them
@@ -94,6 +98,7 @@ class Callback:
     needs_current_epoch = False
     wants_model = False
     wants_checkpoint = False
+    changes_training = True
 
     # ------------------------------------------------------ parameters
     def initialize(self):
@@ -203,13 +208,80 @@ class FailurePolicy(Callback):
     for an epoch that raised, :class:`~dislib_nn.exceptions.DivergenceError`
     for one that diverged (under ``"retry"``, after its rerun diverged
     too).
+
+    Failure is never silent under ``"skip"`` either: an epoch whose every
+    worker was dropped merged nothing, and warns so; after
+    :attr:`EMPTY_EPOCHS` such epochs in a row the fit stops (with
+    ``DivergenceError`` when the last one diverged, else
+    ``TrainingTaskError``), listing what each of them dropped; and a fit
+    that dropped any worker's epoch ends with a warning that counts them.
     """
+
+    #: Epochs in a row that merged nothing before a fit under ``"skip"``
+    #: stops.
+    EMPTY_EPOCHS = 3
 
     def __init__(self, on_failure, max_retries=0):
         self.on_failure = on_failure
         self.max_retries = max_retries
 
+    def on_fit_begin(self, state):
+        self.empty_ = []        # (epoch, diverged, raised) in a row
+        self.dropped_ = 0       # worker-epochs left out of merges
+        self.trained_ = 0
+
+    def on_fit_end(self, state):
+        if self.dropped_:
+            warn_user(
+                f"This fit left {self.dropped_} of {self.trained_} "
+                f"worker-epochs out of the merges (on_failure='skip'; "
+                f"history_ lists them under 'diverged' and 'skipped').",
+                TaskFailureWarning)
+
     def on_epoch_end(self, state, record, handle):
+        self._check(record)
+        self._count(record)
+        return False
+
+    def _count(self, record):
+        """Tally what ``"skip"`` dropped; warn, then stop, when an epoch
+        merged nothing."""
+        epoch = record["epoch"]
+        diverged = list(record.get("diverged") or [])
+        raised = sorted(record.get("errors") or {})
+        n_workers = len(record.get("worker_samples") or ())
+        dropped = set(diverged) | set(raised)
+        self.dropped_ += len(dropped)
+        self.trained_ += n_workers
+        if not n_workers or len(dropped) < n_workers:
+            self.empty_ = []
+            return
+        self.empty_.append((epoch, diverged, raised))
+        if len(self.empty_) < self.EMPTY_EPOCHS:
+            warn_user(
+                f"Epoch {epoch} merged nothing: every worker's update was "
+                f"left out ({_dropped(diverged, raised)}), so the model is "
+                f"the one the epoch started from. After "
+                f"{self.EMPTY_EPOCHS} such epochs in a row the fit stops.",
+                TaskFailureWarning)
+            return
+        epochs = [e for e, _, _ in self.empty_]
+        what = "; ".join(f"epoch {e}: {_dropped(d, r)}"
+                         for e, d, r in self.empty_)
+        message = (
+            f"{len(epochs)} epochs in a row ({epochs[0]} to {epochs[-1]}) "
+            f"merged nothing under on_failure='skip': every worker's "
+            f"update was left out ({what}). The model has not changed "
+            f"since epoch {epochs[0] - 1}, so the fit stops. ")
+        if diverged:
+            raise DivergenceError(
+                message + "Lower lr (or check the data for NaN).",
+                epoch=epoch, workers=diverged)
+        raise TrainingTaskError(
+            message + "Fix what the workers raised (the warnings and "
+            "history_['errors'] say what).", epoch=epoch, worker=raised[0])
+
+    def _check(self, record):
         epoch = record["epoch"]
         errors = record.get("errors") or {}
         if errors and self.on_failure != "skip":
@@ -234,7 +306,15 @@ class FailurePolicy(Callback):
                 f"{workers} diverged). Lower lr, or pass on_failure='skip' "
                 f"to drop a diverged worker's update and go on.",
                 epoch=epoch, workers=workers)
-        return False
+
+
+def _dropped(diverged, raised):
+    parts = []
+    if diverged:
+        parts.append(f"workers {diverged} diverged")
+    if raised:
+        parts.append(f"workers {raised} raised")
+    return " and ".join(parts)
 
 
 def _training_error(on_failure, epoch, worker, error, remote_tb, runs):

@@ -42,6 +42,8 @@ class ProgressBar(Callback):
     False
     """
 
+    changes_training = False
+
     def __init__(self, stream=None, leave=True):
         self.stream = stream
         self.leave = leave
@@ -97,6 +99,8 @@ class CSVLogger(Callback):
     >>> CSVLogger("history.csv").path
     'history.csv'
     """
+
+    changes_training = False
 
     def __init__(self, path):
         self.path = path
@@ -163,6 +167,8 @@ class TensorBoardLogger(Callback):
     logdir : str or path-like
     prefix : str, default=""
     """
+
+    changes_training = False
 
     def __init__(self, logdir, prefix=""):
         self.logdir = logdir

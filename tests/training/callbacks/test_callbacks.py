@@ -338,8 +338,10 @@ def test_checkpoint_every_keep_last_and_keep_best(tmp_path):
     est, X, y = _regressor(n_epochs=5, callbacks=[cb])
     est.fit(X, y)
     files = sorted(os.listdir(tmp_path))
-    assert files == ["checkpoint-best.pt", "checkpoint-epoch0004.pt",
-                     "checkpoint-epoch0005.pt", "checkpoint.pt"]
+    # The lock that keeps one fit per folder, and the checkpoints.
+    assert files == [".dislib_nn.lock", "checkpoint-best.pt",
+                     "checkpoint-epoch0004.pt", "checkpoint-epoch0005.pt",
+                     "checkpoint.pt"]
 
     def epochs_in(name):
         return torch.load(tmp_path / name, weights_only=True)["n_epochs_"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from dislib_nn import (AsyncEpochAveragingRegressor,
-                       SyncEpochAveragingRegressor)
+                       SyncEpochAveragingRegressor, callbacks)
 from dislib_nn.exceptions import (CheckpointMismatchError,
                                   InvalidParameterError)
 from tests.conftest import BACKENDS
@@ -184,6 +184,30 @@ def test_checkpoint_of_other_parameters_is_refused(local, tmp_path):
                        match=r"lr: checkpoint 0\.01, estimator 0\.1"):
         other.fit(x, y, resume=True)
     assert not hasattr(other, "module_")
+
+
+def test_resume_accepts_other_loggers_and_progress_bars(local, tmp_path):
+    # A requeued job that only adds, drops or reconfigures callbacks that
+    # observe resumes; one that changes training still must match.
+    x, y = _data()
+    plain = _regressor(n_epochs=4).fit(x, y)
+    _regressor(n_epochs=2, checkpoint_dir=tmp_path, callbacks=[
+        ("log", callbacks.CSVLogger(tmp_path / "a.csv"))]).fit(x, y)
+    observed = [("log", callbacks.CSVLogger(tmp_path / "b.csv")),
+                callbacks.ProgressBar(leave=False),
+                callbacks.TensorBoardLogger(tmp_path / "tb")]
+    resumed = _regressor(
+        n_epochs=4, checkpoint_dir=tmp_path, callbacks=observed,
+        callbacks__ProgressBar__leave=True).fit(x, y, resume=True)
+    assert [r["epoch"] for r in resumed.history_] == [1, 2, 3, 4]
+    _assert_same_model(plain, resumed)
+    changed = _regressor(n_epochs=5, checkpoint_dir=tmp_path, callbacks=[
+        callbacks.LRScheduler(torch.optim.lr_scheduler.StepLR,
+                              step_size=1)])
+    with pytest.raises(CheckpointMismatchError, match=(
+            r"callbacks: checkpoint \(\), estimator \(a "
+            r"dislib_nn\..*LRScheduler\)")):
+        changed.fit(x, y, resume=True)
 
 
 def test_checkpoint_of_another_module_is_refused(local, tmp_path):

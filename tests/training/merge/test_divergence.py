@@ -46,7 +46,7 @@ import pytest  # noqa: E402
 from dislib_nn import (AsyncEpochAveragingRegressor,  # noqa: E402
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import (DivergenceError,  # noqa: E402
-                                  InvalidParameterError)
+                                  InvalidParameterError, TaskFailureWarning)
 from tests.conftest import use_backend  # noqa: E402
 from tests.training._models import NaNOnCalls  # noqa: E402
 
@@ -126,6 +126,37 @@ def test_skip_keeps_the_previous_model_when_every_worker_diverged(
     assert est.history_[0]["diverged"] == [0, 1]
     assert est.history_[1]["diverged"] == []
     assert _finite(est)
+
+
+@pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
+                                 AsyncEpochAveragingRegressor])
+def test_an_epoch_that_merged_nothing_warns_and_the_fit_counts_drops(
+        sequential, tmp_path, cls):
+    with pytest.warns(TaskFailureWarning) as caught:
+        est = _fit(tmp_path, 1, 8, cls=cls, on_failure="skip")
+    messages = [str(w.message) for w in caught]
+    assert any(m.startswith(
+        "Epoch 1 merged nothing: every worker's update was left out "
+        "(workers [0, 1] diverged), so the model is the one the epoch "
+        "started from. After 3 such epochs in a row the fit stops.")
+        for m in messages), messages
+    assert any(m.startswith("This fit left 2 of 4 worker-epochs out of "
+                            "the merges") for m in messages), messages
+    assert est.history_[1]["diverged"] == []
+
+
+@pytest.mark.parametrize("cls", [SyncEpochAveragingRegressor,
+                                 AsyncEpochAveragingRegressor])
+def test_epochs_in_a_row_that_merge_nothing_stop_the_fit(sequential,
+                                                         tmp_path, cls):
+    with pytest.warns(TaskFailureWarning), pytest.raises(
+            DivergenceError,
+            match=r"3 epochs in a row \(1 to 3\) merged nothing under "
+                  r"on_failure='skip': every worker's update was left out "
+                  r"\(epoch 1: workers \[0, 1\] diverged; epoch 2: "
+                  r"workers \[0, 1\] diverged; epoch 3: workers \[0, 1\] "
+                  r"diverged\)\. The model has not changed since epoch 0"):
+        _fit(tmp_path, 1, 10**6, cls=cls, on_failure="skip", n_epochs=5)
 
 
 def test_on_failure_is_validated_at_fit(sequential):
