@@ -88,6 +88,10 @@ class PersistMixin:
         ``trusted=True`` loads it, running the code the file holds: only
         for files you trust.
         """
+        if not isinstance(trusted, bool):
+            # Strict: trusted="False" must not mean True.
+            raise TypeError(f"load()'s trusted must be True or False. Got "
+                            f"{trusted!r} instead.")
         return load_estimator(self, path, self._module_for_load, trusted)
 
     def __reduce__(self):

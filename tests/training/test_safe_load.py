@@ -95,6 +95,10 @@ def test_a_class_saved_by_value_loads_only_when_trusted(tmp_path):
                                                 trusted=True)
     X, _ = _data()
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    with pytest.raises(TypeError, match=r"load\(\)'s trusted must be True "
+                                        r"or False. Got 'False' instead."):
+        SyncEpochAveragingClassifier().load(tmp_path / "model.pt",
+                                            trusted="False")
     # Given the class, the parameters are not read: no trust needed.
     mine = SyncEpochAveragingClassifier(module=Local).load(
         tmp_path / "model.pt")
