@@ -517,8 +517,18 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    import shutil
     import tempfile
+    # The children's reports, removed however the run ends.
     args.tmp = tempfile.mkdtemp(prefix="tta-")
+    try:
+        return _run(args)
+    finally:
+        shutil.rmtree(args.tmp, ignore_errors=True)
+
+
+def _run(args):
+    """The runs and the tables, once the testbed can be built."""
     print("\nsingle-process PyTorch (the reference):", flush=True)
     single = summarise(run_single(args), 0.0, args.epochs)
     target = single["final_accuracy"] - 0.01
