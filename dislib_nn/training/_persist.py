@@ -5,8 +5,9 @@ attributes (classes, input shape, feature names, history, and what the
 strategy carries to the next fit: the optimizer states and the outer
 step's state; see :func:`._fitted.for_file`) and the module's
 ``state_dict``, as CPU tensors; nothing of the training data. It is
-written with ``torch.save`` to a temporary file, then renamed, so a
-crash never leaves a torn file.
+written whole or not at all (:mod:`._atomic_file`): a crash, even a
+SIGKILL, leaves the previous file and no temporary beside it, and a
+full disk says so, naming the path.
 
 A saved model is data: the file is read with ``torch.load(...,
 weights_only=True)``, and parameters and attributes are written as data
@@ -35,7 +36,7 @@ import types
 import torch
 
 from dislib_nn.exceptions import NotFittedError, ShapeError, UnsafeFileError
-from dislib_nn.training import _fitted, _plain
+from dislib_nn.training import _atomic_file, _fitted, _plain
 from dislib_nn.training._components import inferable_arguments, materialize
 
 __all__ = ["PersistMixin", "save_estimator", "load_estimator",
@@ -132,17 +133,8 @@ def save_estimator(est, path):
                "weights": {k: v.detach().cpu().clone() for k, v in
                            est.module_.state_dict().items()}}
     content["code"] = encoder.code()
-    path = os.fspath(path)
-    temporary = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(temporary, "wb") as f:
-            torch.save(content, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    _atomic_file.write(path, lambda f: torch.save(content, f),
+                       f"the {type(est).__name__} model")
 
 
 def load_estimator(est, path, build_module, trusted=False):

@@ -30,7 +30,6 @@ import numbers
 import os
 import pickle
 import shutil
-import tempfile
 
 import numpy as np
 import torch
@@ -39,7 +38,7 @@ from dislib_nn import runtime
 from dislib_nn.exceptions import (CheckpointMismatchError,
                                   InvalidParameterError, UnsafeFileError)
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
-from dislib_nn.training import _fitted, _plain
+from dislib_nn.training import _atomic_file, _fitted, _plain
 from dislib_nn.training.callbacks._core import Callback
 from dislib_nn.training.callbacks._named import PREFIX, name_callbacks
 from dislib_nn.training.callbacks._records import monitored
@@ -268,28 +267,10 @@ def _link(source, target):
 
 
 def write(directory, payload):
-    """Write ``payload`` as ``directory/checkpoint.pt``, atomically."""
-    fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".tmp",
-                               dir=directory)
-    try:
-        # mkstemp makes it 0600: give it the mode any new file of the
-        # user's gets (as save() does), so a project group can read it.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(directory, FILE_NAME))
-    except BaseException:
-        _unlink(tmp)
-        raise
-    _fsync_directory(directory)
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """Write ``payload`` as ``directory/checkpoint.pt``, whole or not at
+    all, with the mode ``save()`` gives its files (the user's umask)."""
+    _atomic_file.write(os.path.join(directory, FILE_NAME),
+                       lambda f: torch.save(payload, f), "the checkpoint")
 
 
 def load(directory):
@@ -457,20 +438,6 @@ def _qualified(obj):
 
 def _shapes(state):
     return {k: tuple(int(n) for n in v.shape) for k, v in state.items()}
-
-
-def _fsync_directory(directory):
-    """Make the rename durable (where directories can be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _unlink(path):
