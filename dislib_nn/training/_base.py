@@ -122,8 +122,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 self._initialize(checked, checkpoint and checkpoint["seed"])
             if checkpoint is not None:
                 _checkpoint.check_model(self, checkpoint, path)
+            self._check_step(checked)
             data = self._prepare(checked)
-            self._check_step(data)
             if checkpoint is not None:
                 _checkpoint.check_workers(self, checkpoint, path)
                 _checkpoint.restore(self, checkpoint)
@@ -155,9 +155,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                                            classes=classes)
             if first:
                 self._initialize(checked)
-            data = self._prepare(checked)
-            self._check_step(data)
-            self._fit_epochs(data, 1)
+            self._check_step(checked)
+            self._fit_epochs(self._prepare(checked), 1)
         except BaseException:
             saved.restore()
             raise
@@ -198,12 +197,15 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             materialize(module, self._sample_shape)
         _fitted.start(self, module, seed, inferred)
 
-    def _check_step(self, data):
-        """Try one sample through the training step before any task."""
-        adapter = self._targets.adapter(self, data.y_ndim,
+    def _check_step(self, checked):
+        """Try one sample through the training step before any task: the
+        data of arrays are not blocked yet, so a module that does not
+        take X's rows is named before a worker pool starts."""
+        adapter = self._targets.adapter(self, checked["y_ndim"],
                                         first_float_dtype(self.module_))
         check_step(self._components(self._inferred), self.module_, adapter,
-                   self._sample_shape, (1,) + tuple(data.y.shape[1:]),
+                   self._sample_shape,
+                   (1,) + self._targets.target_shape(checked["y"]),
                    float(self.lr))
 
     # ---------------------------------------------------- fit: the epochs

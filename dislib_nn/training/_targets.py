@@ -60,6 +60,10 @@ class _Classification:
     def y_dtype(self, x_dtype):
         return torch.int64
 
+    def target_shape(self, y):
+        """A target's shape as the training step sees it: a class index."""
+        return ()
+
     def learn(self, estimator, y, reset, classes):
         """Learn ``classes_`` at the first fit (labels are checked against
         them when encoded, later)."""
@@ -154,6 +158,10 @@ class _Regression:
 
     def y_dtype(self, x_dtype):
         return x_dtype
+
+    def target_shape(self, y):
+        """A target's shape as the training step sees it: y's row."""
+        return tuple(y.shape[1:])
 
     def learn(self, estimator, y, reset, classes):
         """Remember (first fit) or check (later) the targets' dimensions."""

@@ -340,3 +340,22 @@ def test_component_arguments_that_fit_are_accepted(tmp_path):
                lr_schedule__step_size=1, lr_schedule__gamma=0.5).fit(X, Y_REG)
     assert est.module_.body[0].out_features == 4
     assert [h["lr"] for h in est.history_] == [0.01]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SyncEpochAveragingClassifier(module=torch.nn.Linear(5, 2),
+                                         n_workers=2),
+    lambda: SyncEpochAveragingRegressor(module=torch.nn.Linear(5, 1),
+                                        n_workers=2, validation_fraction=0.2),
+], ids=["classifier", "regressor-validation"])
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_a_module_that_does_not_take_the_rows_starts_no_worker_pool(
+        local, make, method):
+    """The one-sample trial runs on the master before X is blocked: a
+    fresh process learns of the mistake without starting a pool."""
+    dnn.runtime.shutdown()
+    est = make()
+    target = Y if isinstance(est, SyncEpochAveragingClassifier) else Y_REG
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes"):
+        getattr(est, method)(X, target)
+    assert not dnn.runtime.started()
