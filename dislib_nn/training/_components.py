@@ -331,7 +331,10 @@ def _build(role, spec, kwargs):
     if isinstance(spec, torch.nn.Module):
         if kwargs:
             raise TypeError(_instance_message(role, spec, kwargs))
-        return copy.deepcopy(spec)
+        try:
+            return copy.deepcopy(spec)
+        except Exception as exc:
+            raise TypeError(_uncopyable_message(role, spec, exc)) from exc
     try:
         return spec(**kwargs)
     except TypeError as exc:
@@ -342,6 +345,47 @@ def _build(role, spec, kwargs):
         _note(exc, f"raised while building {role} {_name(spec)}"
                    f"{_describe(role, kwargs, first=True)}")
         raise
+
+
+def _uncopyable_message(role, instance, exc):
+    """Why an instance given as ``role`` cannot be copied, naming the
+    attribute at fault when one is found."""
+    where = _uncopyable_attribute(instance)
+    culprit = ""
+    if where is not None:
+        path, value = where
+        culprit = (f" Its attribute {path!r} (a {type(value).__module__}."
+                   f"{type(value).__qualname__}) cannot be copied.")
+    name = type(instance).__name__
+    return (f"{role} is an instance ({name}), which fit copies, once for "
+            f"the model it learns and once for every worker (by "
+            f"pickling, as COMPSs sends task arguments), and it cannot be "
+            f"copied: {type(exc).__name__}: {exc}.{culprit} Pass the "
+            f"class instead ({role}={name}, with {role}__ arguments), or "
+            f"keep such objects out of the {role}: make them in forward, "
+            f"or hold them outside it.")
+
+
+def _uncopyable_attribute(obj, path="", depth=0, seen=None):
+    """``(dotted path, value)`` of the innermost attribute of ``obj``
+    that ``copy.deepcopy`` refuses, or None."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 20:
+        return None
+    seen.add(id(obj))
+    attributes = dict(getattr(obj, "__dict__", {}))
+    # A module's children, parameters and buffers by their own names.
+    for holder in ("_modules", "_parameters", "_buffers"):
+        attributes.update(attributes.pop(holder, None) or {})
+    for name, value in attributes.items():
+        try:
+            copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - any refusal is the answer
+            inner = f"{path}{name}"
+            deeper = _uncopyable_attribute(value, inner + ".", depth + 1,
+                                           seen)
+            return deeper or (inner, value)
+    return None
 
 
 def _note(exc, text):

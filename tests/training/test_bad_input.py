@@ -6,6 +6,7 @@ only training tasks use), and leave the estimator as it was.
 """
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -359,3 +360,25 @@ def test_a_module_that_does_not_take_the_rows_starts_no_worker_pool(
     with pytest.raises(RuntimeError, match="mat1 and mat2 shapes"):
         getattr(est, method)(X, target)
     assert not dnn.runtime.started()
+
+
+class _HoldsALock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(4, 2)
+        self.helper = torch.nn.Module()
+        self.helper.guard = threading.Lock()
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_a_module_instance_that_cannot_be_copied_names_the_attribute(
+        sequential):
+    est = SyncEpochAveragingClassifier(module=_HoldsALock(), n_workers=2)
+    with pytest.raises(TypeError, match=r"module is an instance "
+                       r"\(_HoldsALock\), which fit copies.*once for every "
+                       r"worker.*attribute 'helper.guard' \(a _thread.lock\) "
+                       r"cannot be copied.*Pass the class instead"):
+        est.fit(X, Y)
+    assert not hasattr(est, "module_")
