@@ -62,3 +62,23 @@ class Recorder(nn.Module):
             with open(self.log, "a") as f:
                 f.write("forward\n")
         return self.out(torch.as_tensor(x))
+
+
+class SlowRows(nn.Module):
+    """A linear regressor whose training batches stall while their first
+    feature is the one ``folder/slow_rows`` holds (a number): a test
+    chooses which worker's blocks run late by what it writes there."""
+
+    def __init__(self, n_features_in=4, n_outputs=1, folder=""):
+        super().__init__()
+        self.folder = folder
+        self.out = nn.Linear(n_features_in, n_outputs)
+
+    def forward(self, x):
+        path = os.path.join(self.folder, "slow_rows")
+        if self.training and self.folder and os.path.exists(path):
+            with open(path) as f:
+                slow = float(f.read())
+            if float(x[0, 0]) == slow:
+                time.sleep(0.03)
+        return self.out(x)

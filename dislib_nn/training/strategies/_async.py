@@ -20,7 +20,10 @@ round starts from the model with all of the previous round's merges,
 which is the synchronous strategy; that model is the global one once
 the round's merges are done, so one task reads it (:func:`_round_start`)
 and every worker starts from its output: P + 1 models move a round
-instead of P * P. ``max_lag=None`` adds no dependency between workers.
+instead of P * P. Since that task waits for the whole round, the
+round's merges run in worker order there (``INOUT``, not
+``COMMUTATIVE``): floating-point sums in one order, so the same seed
+gives the same model bit for bit whichever worker ends first. ``max_lag=None`` adds no dependency between workers.
 The default, ``"auto"``, is 1, and 0 where the replicas make few steps
 an epoch (:data:`LAG_FEW_STEPS`, :meth:`AsyncStrategy.adapt`). Nothing
 in the chains waits on the master; the master reads scalars only, up to
@@ -31,7 +34,8 @@ the epochs that ``max_lag`` rounds span behind (see
 import math
 import numbers
 
-from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, Depth, Type, task
+from dislib_nn.runtime import (COLLECTION_IN, COMMUTATIVE, INOUT, Depth,
+                               Type, task)
 from dislib_nn.training._param_validation import (Interval, NoneValue,
                                                   Options)
 from dislib_nn.training.callbacks import _checkpoint
@@ -75,11 +79,13 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     return state, optim, info, record
 
 
-@task(returns=1, glob=COMMUTATIVE, priority=True)
-def _fold_only(glob, start_state, start_info, trained_state, trained_optim,
-               n_samples, stat, worker, epoch, rules, round_rows):
-    """:func:`_fold` without the fresh copy (``max_lag=0``: the next
-    round starts from :func:`_round_start`); the merge's record."""
+@task(returns=1, glob=INOUT, priority=True)
+def _fold_in_order(glob, start_state, start_info, trained_state,
+                   trained_optim, n_samples, stat, worker, epoch, rules,
+                   round_rows):
+    """:func:`_fold` without the fresh copy, in submission order
+    (``max_lag=0``: the next round starts from :func:`_round_start`,
+    which waits for the whole round anyway); the merge's record."""
     return _fold_into(glob, start_state, start_info, trained_state,
                       trained_optim, n_samples, stat, worker, epoch, rules,
                       round_rows)
@@ -339,7 +345,7 @@ class AsyncStrategy(Strategy):
                     self.optims[w] if self.average else None, count,
                     stats[w], w, epoch + 1, self.rules, round_rows)
             if self.max_lag == 0:
-                records.append(_fold_only(*args))
+                records.append(_fold_in_order(*args))
                 outputs.append((None, None, None))
             else:
                 state, optim, info, record = _fold(*args)

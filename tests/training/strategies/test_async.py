@@ -183,7 +183,7 @@ def test_every_lag_releases_only_what_is_consumed(max_lag, optimizer_state):
 
 @pytest.mark.parametrize("max_lag, reads", [
     # One task reads the global model after each round's merges.
-    (0, {"_round_start": 6, "_fold_only": 18}),
+    (0, {"_round_start": 6, "_fold_in_order": 18}),
     # Each worker's start picked from the 3 merges of the round before
     # (from the third round on), and a fresh copy from every merge.
     (1, {"_freshest": 3 * 4, "_fold": 18})])
@@ -209,7 +209,7 @@ def test_what_each_lag_reads_to_start_a_round(monkeypatch, max_lag, reads):
         sync = SyncEpochAveragingClassifier(**params).fit(X, y)
     finally:
         use_backend("local")
-    names = ("_freshest", "_round_start", "_fold", "_fold_only")
+    names = ("_freshest", "_round_start", "_fold", "_fold_in_order")
     assert {k: calls[k] for k in names if calls[k]} == reads
     if max_lag == 0:
         _assert_same(lagged.module_, sync.module_)
@@ -461,3 +461,27 @@ def test_balance_needs_data_that_may_move(cls):
                        match="balance=True only with shuffle='global' or "
                              "'local'"):
         clf.fit(X, y)
+
+
+def test_max_lag_zero_gives_one_model_whichever_worker_finishes_first(
+        local, tmp_path):
+    """A round's folds run in worker order at ``max_lag=0``: the model
+    does not depend on which worker ends its epoch first."""
+    from tests.training._faults import SlowRows
+    rng = np.random.RandomState(0)
+    x = rng.randn(64, 4).astype(np.float32)
+    x[:, 0] = np.repeat([0.0, 1.0], 32)        # worker 0's rows, worker 1's
+    y = (x @ rng.randn(4, 1)).astype(np.float32)
+    models, orders = [], []
+    for slow in ("0", "1"):
+        (tmp_path / "slow_rows").write_text(slow)
+        est = AsyncEpochAveragingRegressor(
+            module=SlowRows, module__folder=str(tmp_path), max_lag=0,
+            shuffle="none", n_workers=2, n_epochs=3, batch_size=8, lr=0.05,
+            optimizer__momentum=0.9, random_state=0).fit(x, y)
+        models.append(est.module_.state_dict())
+        orders.append([[m["worker"] for m in sorted(
+            h["merges"], key=lambda m: m["index"])] for h in est.history_])
+    assert orders[0] == orders[1] == [[0, 1]] * 3
+    for key in models[0]:
+        assert torch.equal(models[0][key], models[1][key]), key

@@ -11,7 +11,7 @@ ROUND = [_train.train_task_for(device, on_failure)
 ROUND += [_reduce._merge_pair, _reduce._merge_pair_with_optims,
           _reduce._keep_finite, _reduce._delayed_start,
           _reduce._momentum_step, _reduce._optimizer_step,
-          _async._fold, _async._fold_only, _async._round_start]
+          _async._fold, _async._fold_in_order, _async._round_start]
 ASIDE = [_blocks._score_block, _blocks._predict_block,
          _blocks._split_block]
 
