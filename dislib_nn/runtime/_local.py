@@ -103,8 +103,11 @@ class LocalExecutor:
             # Imported once in the fork server instead of in every
             # worker: torch, and what torch imports on the first
             # optimizer step (about 1.5 s here).
+            # The guard first: the server dies with the master, even
+            # while it imports (see dislib_nn._forkserver).
             self._context.set_forkserver_preload(
-                ["dislib_nn.runtime._worker", "torch", "torch._dynamo"]
+                ["dislib_nn._forkserver_guard",
+                 "dislib_nn.runtime._worker", "torch", "torch._dynamo"]
                 + _start_method_modules())
         self._wake_r, self._wake_w = socket.socketpair()
         # Stop the pool before multiprocessing's own exit handler

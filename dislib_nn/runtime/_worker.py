@@ -7,7 +7,6 @@ asks the kernel for SIGKILL when the fork server (which exits with the
 master) dies.
 """
 
-import ctypes
 import os
 import select
 import signal
@@ -16,9 +15,9 @@ import sys
 import threading
 import time
 
+from dislib_nn._forkserver import die_with_parent
 from dislib_nn.runtime import _channel, _execute, _serialize
 
-_PR_SET_PDEATHSIG = 1
 _WATCH_INTERVAL_S = 0.5
 # Exit status of a starting worker whose import of the user's script
 # submitted tasks (a script without the ``__main__`` guard).
@@ -40,7 +39,7 @@ def main(sock, threads, master_pid=None, inherited=()):
         except OSError:
             pass
     if master_pid is not None and os.getppid() != master_pid:
-        _die_with_parent()
+        die_with_parent()
     _channel.send(sock, [READY])
     busy = threading.Event()
     threading.Thread(target=_watch_master, args=(sock, busy),
@@ -62,19 +61,6 @@ def main(sock, threads, master_pid=None, inherited=()):
         for payload in message + result:
             payload.close()
     sock.close()
-
-
-def _die_with_parent():
-    """Linux: SIGKILL when the parent (the fork server) exits."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:
-        os._exit(1)         # the parent died before prctl took effect
 
 
 def _watch_master(sock, busy):

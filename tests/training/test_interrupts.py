@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests._procs import descendants, wait_for, wait_until_gone
+from tests._procs import alive, descendants, wait_for, wait_until_gone
 from tests.training._paths import ROOT, SCRIPTS
 
 SCRIPT = os.path.join(SCRIPTS, "interrupt_fit.py")
@@ -76,6 +76,40 @@ def test_master_killed_mid_fit_leaves_no_worker(tmp_path, start_method):
     process.kill()
     process.communicate(timeout=60)
     assert wait_until_gone(pool, 60) == []
+
+
+def _fork_server(master):
+    """The pid of ``master``'s fork server (multiprocessing's)."""
+    found = []
+    for pid in descendants(master):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if parent == master and b"multiprocessing.forkserver" in line:
+            found.append(pid)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_fork_server_that_cannot_run_still_goes_with_the_master(tmp_path):
+    """The fork server is killed from outside when the master dies: even
+    stopped (as it is in effect while torch's extension loads, holding
+    its interpreter), it does not outlive the master, nor do the
+    processes that wait for it."""
+    process, _ = _start(tmp_path, "local", "first")
+    pool = descendants(process.pid)
+    os.kill(_fork_server(process.pid), signal.SIGSTOP)
+    try:
+        process.kill()
+        process.communicate(timeout=60)
+        assert wait_until_gone(pool, 20) == []
+    finally:
+        for pid in alive(pool):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_ctrl_c_in_wait_on_cancels_running_and_queued_tasks(tmp_path):
