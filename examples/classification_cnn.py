@@ -16,11 +16,17 @@ folder, so that a run from a checkout leaves nothing in it).
         examples/classification_cnn.py               # unchanged, on COMPSs
 
 ``--tiny`` (or ``DISLIB_NN_EXAMPLE_TINY=1``) trains for 2 epochs.
+``--checkpoint-dir DIR`` checkpoints each strategy's fit after every
+merged epoch, in a folder of its own under DIR, and resumes from there:
+run the same command again after a crash, a time limit or a requeued
+SLURM job (``examples/slurm/enqueue_4x4_gpus.sh``) and it goes on from
+the last epoch written, with the model an uninterrupted run would have.
 """
 
 import argparse
 import copy
 import os
+import re
 import tempfile
 import time
 
@@ -81,6 +87,9 @@ def main(argv=None):
                              "system's temporary folder)")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--checkpoint-dir", default=None,
+                        help="checkpoint every strategy's fit in a folder "
+                             "of its own here, and resume from it")
     args = parser.parse_args(argv)
     out = output_folder(args.out)
     epochs = args.epochs or (2 if args.tiny else 12)
@@ -104,10 +113,11 @@ def main(argv=None):
                         n_epochs=epochs, batch_size=batch_size,
                         n_workers=args.workers, random_state=seed,
                         validation_data=(x_test, t_test), verbose=1,
-                        **params)
+                        checkpoint_dir=checkpoints(args.checkpoint_dir,
+                                                   name), **params)
         print(f"--- {name}")
         start = time.perf_counter()
-        clf.fit(x_train, t_train)
+        clf.fit(x_train, t_train, resume=args.checkpoint_dir is not None)
         times[name] = time.perf_counter() - start
         curves[name] = [r["valid_score"] for r in clf.history_]
         fitted[name] = clf
@@ -130,6 +140,13 @@ def main(argv=None):
         print(f"{name:<24}{scores[-1]:>14.4f}{times[name]:>9.1f}s")
     plot(curves, fitted, os.path.join(out, "classification_cnn.png"))
     return curves
+
+
+def checkpoints(folder, name):
+    """The checkpoint folder of strategy ``name`` under ``folder``."""
+    if folder is None:
+        return None
+    return os.path.join(folder, re.sub(r"[^a-z0-9]+", "-", name.lower()))
 
 
 def output_folder(out):

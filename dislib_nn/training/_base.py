@@ -128,6 +128,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 _checkpoint.check_workers(self, checkpoint, path)
                 _checkpoint.restore(self, checkpoint)
                 n_epochs = self.n_epochs - self.n_epochs_
+                if self.verbose:
+                    print(f"resuming from {path}: {self.n_epochs_} of "
+                          f"{self.n_epochs} epochs done", flush=True)
             if n_epochs > 0:
                 self._fit_epochs(data, n_epochs, checkpoint)
             else:

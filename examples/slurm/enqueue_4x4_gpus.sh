@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Submit an example to SLURM with COMPSs: 4 nodes x 4 GPUs, 16 training
-# tasks at once (one per GPU), requeued by SLURM if a node fails and
-# resumed from COMPSs checkpoints. Run it from the repository root on a
-# login node, in the environment that has COMPSs and dislib_nn:
+# tasks at once (one per GPU), requeued by SLURM if a node fails or the
+# job is preempted, and resumed from dislib_nn's own checkpoints: the
+# script checkpoints every fit after each merged epoch in CHECKPOINTS
+# (on the shared file system) and calls fit(..., resume=True), so the
+# requeued job goes on from the last epoch written. Run it from the
+# repository root on a login node, in the environment that has COMPSs
+# and dislib_nn:
 #
 #   module load COMPSs/3.3 && source $HOME/venvs/dnn/bin/activate
 #   bash examples/slurm/enqueue_4x4_gpus.sh
@@ -12,8 +16,8 @@
 set -euo pipefail
 
 APP=${APP:-examples/classification_cnn.py}
-APP_ARGS=${APP_ARGS:---workers 16 --epochs 50 --out $PWD}
-CHECKPOINTS=${CHECKPOINTS:-$PWD/compss_checkpoints}
+CHECKPOINTS=${CHECKPOINTS:-$PWD/checkpoints}
+APP_ARGS=${APP_ARGS:---workers 16 --epochs 50 --out $PWD --checkpoint-dir $CHECKPOINTS}
 mkdir -p "$CHECKPOINTS"
 
 # Each training task asks COMPSs for 18 cores and 1 GPU: 4 tasks fill a
@@ -26,6 +30,21 @@ site_flags=()
 [ -n "${QUEUE:-}" ] && site_flags+=("--queue=$QUEUE")
 [ -n "${QOS:-}" ] && site_flags+=("--qos=$QOS")
 [ -n "${ACCOUNT:-}" ] && site_flags+=("--project_name=$ACCOUNT")
+
+# COMPSs's own task checkpointing, off by default: it saves every
+# finished task's outputs (each replica's weights and optimizer state
+# after every training task, every merged model), about 6 times what
+# dislib_nn's checkpoint writes per epoch at 16 replicas (see
+# examples/slurm/README.md). COMPSS_TASK_CHECKPOINTS=1 turns it on.
+task_checkpoints=()
+if [ "${COMPSS_TASK_CHECKPOINTS:-0}" = 1 ]; then
+  mkdir -p "$PWD/compss_checkpoints"
+  task_checkpoints=(
+    --checkpoint=es.bsc.compss.checkpoint.policies.CheckpointPolicyFinishedTasks
+    --checkpoint_params=finished.tasks:1
+    "--checkpoint_folder=$PWD/compss_checkpoints"
+  )
+fi
 
 enqueue_compss \
   --job_name=dislib_nn \
@@ -43,7 +62,5 @@ enqueue_compss \
   --pythonpath="$PWD/examples" \
   --worker_working_dir=local_disk \
   --log_level=off \
-  --checkpoint=es.bsc.compss.checkpoint.policies.CheckpointPolicyFinishedTasks \
-  --checkpoint_params=finished.tasks:1 \
-  --checkpoint_folder="$CHECKPOINTS" \
+  ${task_checkpoints[@]+"${task_checkpoints[@]}"} \
   "$APP" $APP_ARGS

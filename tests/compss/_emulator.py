@@ -71,7 +71,10 @@ AHEAD = {("fit_app.py", "compss-concurrent-sync"): (
              "compss-concurrent", "data_app.py"),
          ("fit_app.py", "python"): ("python", "fit_app.py"),
          ("data_app.py", "python"): ("python", "data_app.py"),
-         ("raise_app.py", "compss"): ("compss", "raise_app.py")}
+         ("raise_app.py", "compss"): ("compss", "raise_app.py"),
+         # The SLURM example killed mid-fit and run again (a driver
+         # script: it starts the emulated runs itself).
+         ("resume_example.py", "python"): ("python", "resume_example.py")}
 # Runs at once: all of them would hold 30 torch processes in memory.
 _JOBS = 6
 _ahead = {"lock": threading.Lock(), "thread": None, "runs": None,
