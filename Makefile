@@ -1,6 +1,9 @@
 # Two commands from a fresh checkout:
 #   make demo   set up, then run the demo (python -m dislib_nn.demo)
 #   make test   set up with the test extras, then run the test suite
+#   make test-fast   the tests that need no new Python process: no script
+#               or subprocess, no dask cluster, no emulated COMPSs run
+#               (the `slow` mark, applied by rule in tests/conftest.py)
 #   make test-compss   only the tests on the COMPSs path (the emulated
 #               runcompss, PyCOMPSs's binding, the COMPSs launch scripts);
 #               fails where the PyCOMPSs sources or the emulator are absent
@@ -27,13 +30,16 @@ PY := $(VENV)/bin/python
 ENV_TARGET := $(VENV)/bin/python
 endif
 
-.PHONY: demo test test-compss install install-test
+.PHONY: demo test test-fast test-compss install install-test
 
 demo: install
 	$(PY) -m dislib_nn.demo
 
 test: install-test
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install-test
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-compss: install-test
 	DISLIB_NN_REQUIRE_COMPSS=1 $(PY) -m pytest -m compss $(PYTEST_ARGS)

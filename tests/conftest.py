@@ -8,7 +8,16 @@ The apps tests/compss checks under the emulated runcompss start with the
 session, in the background (they take minutes of CPU, most of which the
 rest of the suite leaves idle); tests/compss runs after the rest, and
 the examples last.
+
+Two marks are applied by rule, from what a test uses: ``compss`` (the
+PyCOMPSs sources or the emulator: ``make test-compss`` runs these only)
+and ``slow``: a test that starts new Python processes (it asks for the
+``fresh_python`` fixture: a script, a subprocess, a dask cluster, the
+testbed), runs on the dask backend, or is on the COMPSs path. ``make
+test-fast`` runs the rest, in one interpreter and its worker pool.
 """
+
+import os
 
 import pytest
 
@@ -39,6 +48,30 @@ def backend(request):
     use_backend(request.param)
     yield request.param
     use_backend("local")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def fresh_python():
+    """For a test that starts new Python processes: the environment a
+    script of the suite gets (the checkout on ``PYTHONPATH``, no backend
+    chosen). Asking for it marks the test ``slow``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                  if p])
+    env.pop("DISLIB_NN_BACKEND", None)
+    return env
+
+
+def is_slow(item):
+    """Whether a collected test is ``slow`` (see the module docstring)."""
+    if "fresh_python" in item.fixturenames:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("backend") == "dask"
 
 
 @pytest.fixture
@@ -74,6 +107,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_compss_test(item):
             item.add_marker(pytest.mark.compss)
+            item.add_marker(pytest.mark.slow)
+        elif is_slow(item):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=_order)                      # stable: in order within
 
 

@@ -1,22 +1,30 @@
 """Every ```python block of README.md and docs/*.md runs.
 
-Each block is a complete script: it runs on its own, as ``python
-block.py`` in a fresh process and an empty folder (with the repository
-root on ``PYTHONPATH``), and must exit with status 0. Pages are found
-when the suite is collected, so a new page under docs/ is tested
-without being listed here. The blocks' processes are started ahead of
-their tests, a few at a time (tests/_ahead.py): most of a block's time
-is start-up on one core.
+Each block is a complete script, run in an empty folder, and must end
+without an error (or exit with status 0). A block about the runtime
+itself (it names ``runtime``, ``set_backend``, dask, a ``DISLIB_NN_``
+variable, processes or the environment: :data:`OWN_PROCESS`) runs as
+``python block.py`` in a fresh process, with the repository root on
+``PYTHONPATH``; those processes are started ahead of their tests, a few
+at a time (tests/_ahead.py), since most of a block's time is start-up
+on one core. Every other block runs in this process as ``__main__``
+(``runpy``), on the ``sequential`` backend, whose rules are the local
+backend's: what it defines travels by value, as from a script. Pages
+are found when the suite is collected, so a new page under docs/ is
+tested without being listed here.
 """
 
 import glob
 import os
 import re
+import runpy
 import sys
 
 import pytest
+import torch
 
 from tests._ahead import RunAhead, selected_params
+from tests.conftest import use_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = [os.path.join(ROOT, "README.md")] + sorted(
@@ -38,6 +46,11 @@ def _blocks():
 
 
 BLOCKS = _blocks()
+#: What makes a block one about the runtime, run in a fresh process.
+OWN_PROCESS = re.compile(r"\bruntime\b|set_backend|DISLIB_NN_|dask|Client\(|"
+                         r"multiprocessing|subprocess|os\.environ|sys\.argv")
+FRESH = [b for b in BLOCKS if OWN_PROCESS.search(b.values[0])]
+IN_PROCESS = [b for b in BLOCKS if not OWN_PROCESS.search(b.values[0])]
 
 
 def test_the_pages_have_python_blocks():
@@ -110,17 +123,46 @@ def _run_block(runs, key, code, folder):
 
 @pytest.fixture(scope="module")
 def block_runs(request, tmp_path_factory):
-    """Every selected block, started in its own folder ahead of its test."""
+    """Every selected block of a fresh process, started in its own folder
+    ahead of its test."""
     runs = RunAhead()
-    for key, code in selected_params(request, test_python_block_runs,
-                                     "code"):
+    for key, code in selected_params(
+            request, test_python_block_runs_in_a_fresh_process, "code"):
         _run_block(runs, key, code, tmp_path_factory.mktemp("block"))
     yield runs
     runs.close()
 
 
-@pytest.mark.parametrize("code", BLOCKS)
-def test_python_block_runs(code, block_runs, request, tmp_path):
+@pytest.mark.parametrize("code", IN_PROCESS)
+def test_python_block_runs(code, tmp_path, monkeypatch):
+    script = tmp_path / "block.py"
+    script.write_text(code, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    threads = torch.get_num_threads()
+    use_backend("sequential")
+    try:
+        with torch.random.fork_rng(devices=[]):
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exc:
+        assert exc.code in (None, 0), f"exit status {exc.code}"
+    finally:
+        use_backend("local")
+        torch.set_num_threads(threads)
+        if "matplotlib.pyplot" in sys.modules:
+            sys.modules["matplotlib.pyplot"].close("all")
+
+
+def test_the_blocks_about_the_runtime_run_in_fresh_processes():
+    ids = {b.id for b in FRESH}
+    assert {"docs/runtime.md:7"} <= ids
+    assert len(FRESH) < len(BLOCKS) / 2
+
+
+@pytest.mark.parametrize("code", FRESH)
+def test_python_block_runs_in_a_fresh_process(code, fresh_python,
+                                              block_runs, request, tmp_path):
     key = request.node.callspec.id
     if not block_runs.started(key):      # not known when the runs started
         _run_block(block_runs, key, code, tmp_path)

@@ -90,7 +90,7 @@ def test_not_fitted_error_is_scikit_learns():
         est.predict([[0.0, 0.0, 0.0, 0.0]])
 
 
-def test_import_has_no_side_effects():
+def test_import_has_no_side_effects(fresh_python):
     code = (
         "import json, os, sys, threading\n"
         "env, threads = dict(os.environ), threading.active_count()\n"
@@ -105,7 +105,7 @@ def test_import_has_no_side_effects():
                                      "children": 0, "heavy": []}
 
 
-def test_task_modules_import_neither_sklearn_nor_matplotlib():
+def test_task_modules_import_neither_sklearn_nor_matplotlib(fresh_python):
     # As a COMPSs executor does: a fresh process imports the task's
     # module, nothing else.
     code = (
@@ -171,7 +171,8 @@ if __name__ == "__main__":
 '''
 
 
-def test_workers_that_trained_and_merged_import_no_sklearn(tmp_path):
+def test_workers_that_trained_and_merged_import_no_sklearn(
+        fresh_python, tmp_path):
     script = tmp_path / "fit_and_ask.py"
     script.write_text(FIT_AND_ASK)
     folder = tmp_path / "probes"

@@ -21,6 +21,10 @@ import uuid
 
 import pytest
 
+# Every test here starts new Python processes: `make test-fast` leaves
+# them out (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_python")
+
 BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "benchmarks")
 SCRIPT = os.path.join(BENCHMARKS, "testbed.py")

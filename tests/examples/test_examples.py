@@ -135,7 +135,7 @@ def test_the_examples_are_found():
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
-def test_example_scores_as_plain_pytorch(path, tmp_path):
+def test_example_scores_as_plain_pytorch(fresh_python, path, tmp_path):
     """Run from the checkout's root without ``--out``, as a user would:
     the fits score as plain PyTorch does in the same run, figures go to a
     folder the example creates in the system's temporary folder, the .npy
@@ -170,7 +170,7 @@ def test_example_scores_as_plain_pytorch(path, tmp_path):
     assert skewed == {}, stdout[-3000:]
 
 
-def test_an_example_creates_the_out_folder_it_is_given(tmp_path):
+def test_an_example_creates_the_out_folder_it_is_given(fresh_python, tmp_path):
     out = tmp_path / "out" / "not yet"
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "examples",
@@ -182,7 +182,7 @@ def test_an_example_creates_the_out_folder_it_is_given(tmp_path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
-def test_notebook_runs(path, tmp_path, monkeypatch):
+def test_notebook_runs(fresh_python, path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")

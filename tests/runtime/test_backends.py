@@ -31,7 +31,8 @@ def _run(script, *args, env=None):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_script_tasks_in_main_give_the_same_results_on_both_backends():
+def test_script_tasks_in_main_give_the_same_results_on_both_backends(
+        fresh_python):
     local = _run("graph_app.py", "local")
     sequential = _run("graph_app.py", "sequential")
     assert local == sequential
@@ -40,7 +41,7 @@ def test_script_tasks_in_main_give_the_same_results_on_both_backends():
                                           / 2)
 
 
-def test_script_classes_reach_tasks_only_by_value():
+def test_script_classes_reach_tasks_only_by_value(fresh_python):
     local = _run("main_globals.py", "local")
     sequential = _run("main_globals.py", "sequential")
     for report in (local, sequential):
@@ -56,7 +57,7 @@ def test_script_classes_reach_tasks_only_by_value():
 
 
 @needs_sources
-def test_pycompss_installed_but_outside_the_runtime_means_local():
+def test_pycompss_installed_but_outside_the_runtime_means_local(fresh_python):
     # The real binding importable, but no runcompss: the local backend.
     report = _run("outside_compss.py",
                   env={"PYTHONPATH": PYCOMPSS})
@@ -65,7 +66,7 @@ def test_pycompss_installed_but_outside_the_runtime_means_local():
 
 
 @pytest.mark.parametrize("value", ["mpi", "LOCALL"])
-def test_bad_backend_environment_variable(value):
+def test_bad_backend_environment_variable(fresh_python, value):
     env = dict(os.environ, DISLIB_NN_BACKEND=value)
     done = subprocess.run([sys.executable, "-c", "import dislib_nn.runtime"],
                           capture_output=True, text=True, env=env)
@@ -74,14 +75,14 @@ def test_bad_backend_environment_variable(value):
         in done.stderr
 
 
-def test_compss_environment_variable_outside_compss():
+def test_compss_environment_variable_outside_compss(fresh_python):
     env = dict(os.environ, DISLIB_NN_BACKEND="compss")
     done = subprocess.run([sys.executable, "-c", "import dislib_nn.runtime"],
                           capture_output=True, text=True, env=env)
     assert "not running inside the COMPSs runtime" in done.stderr
 
 
-def test_workers_environment_variable():
+def test_workers_environment_variable(fresh_python):
     env = dict(os.environ, DISLIB_NN_WORKERS="3", DISLIB_NN_BACKEND="local")
     done = subprocess.run(
         [sys.executable, "-c",
@@ -90,7 +91,7 @@ def test_workers_environment_variable():
     assert done.stdout.strip() == "3"
 
 
-def test_importing_starts_no_process():
+def test_importing_starts_no_process(fresh_python):
     code = ("import multiprocessing, dislib_nn;"
             "print(len(multiprocessing.active_children()))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,

@@ -17,6 +17,10 @@ from dislib_nn.runtime import wait_on
 from tests.conftest import use_backend
 from tests.runtime import tasks
 
+# Every test here starts new Python processes: `make test-fast` leaves
+# them out (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_python")
+
 distributed = pytest.importorskip("distributed")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(

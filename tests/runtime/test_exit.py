@@ -4,6 +4,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+# Every test here starts new Python processes: `make test-fast` leaves
+# them out (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_python")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 
@@ -12,7 +18,10 @@ def test_grid_search_with_joblib_workers_exits_without_thread_errors():
     # Each joblib (loky) worker starts a pool; multiprocessing's exit
     # handler in that worker used to kill the pool's workers under a
     # running receiver thread ("Invalid file descriptor: -1").
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # One worker per pool: what is checked is each pool's exit, and two
+    # joblib workers with two pool workers each start six torch
+    # processes on this machine's cores.
+    env = dict(os.environ, PYTHONPATH=ROOT, DISLIB_NN_WORKERS="1")
     env.pop("DISLIB_NN_BACKEND", None)
     done = subprocess.run(
         [sys.executable, os.path.join(SCRIPTS, "joblib_app.py")],

@@ -159,7 +159,7 @@ def test_killed_worker_with_cancel_successors(local, tmp_path):
 
 
 @needs_emulator
-def test_same_outcomes_as_pycompss(tmp_path):
+def test_same_outcomes_as_pycompss(fresh_python, tmp_path):
     """The local backends against the real binding (compss-emulator)."""
     env = dict(clean_env(), PYTHONPATH=ROOT)
     commands = {"compss": compss_command(APP, pythonpath=ROOT),
@@ -189,7 +189,7 @@ def test_same_outcomes_as_pycompss(tmp_path):
 
 
 @needs_emulator
-def test_fail_stops_a_compss_application(tmp_path):
+def test_fail_stops_a_compss_application(fresh_python, tmp_path):
     """Under COMPSs a task that fails for good ends the application."""
     script = tmp_path / "fail_app.py"
     script.write_text(

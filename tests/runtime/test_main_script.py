@@ -4,6 +4,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+# Every test here starts new Python processes: `make test-fast` leaves
+# them out (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_python")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 TASK = '''from dislib_nn.runtime import task, wait_on

@@ -8,6 +8,10 @@ import sys
 
 import pytest
 
+# Every test here starts new Python processes: `make test-fast` leaves
+# them out (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("fresh_python")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 

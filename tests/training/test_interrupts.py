@@ -15,8 +15,11 @@ from tests.training._paths import ROOT, SCRIPTS
 
 SCRIPT = os.path.join(SCRIPTS, "interrupt_fit.py")
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"),
-                                reason="reads processes from /proc")
+# Every test here starts new Python processes: `make test-fast` leaves
+# them out (tests/conftest.py).
+pytestmark = [pytest.mark.usefixtures("fresh_python"),
+              pytest.mark.skipif(not os.path.isdir("/proc/self"),
+                                 reason="reads processes from /proc")]
 
 
 def _sigint_as_a_terminal_sends_it():

@@ -42,7 +42,8 @@ def _run(*args):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_pickle_joblib_and_save_predict_in_a_fresh_process(tmp_path):
+def test_pickle_joblib_and_save_predict_in_a_fresh_process(
+        fresh_python, tmp_path):
     expected = _run("fit", str(tmp_path), "local")
     # The training data is not needed, and not inside the files.
     X_train = np.load(tmp_path / "X_train.npy")

@@ -152,7 +152,8 @@ def _run(tmp_path, name, code):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_main_module_class_loads_where_it_is_not_defined(tmp_path):
+def test_a_main_module_class_loads_where_it_is_not_defined(
+        fresh_python, tmp_path):
     expected = _run(tmp_path, "save_cnn.py", _SAVE)
     got = _run(tmp_path, "load_cnn.py", _LOAD)
     for name in ("pickle", "joblib", "save"):
@@ -162,7 +163,7 @@ def test_a_main_module_class_loads_where_it_is_not_defined(tmp_path):
         got["refused"]
 
 
-def test_a_class_whose_module_is_missing_is_named(tmp_path):
+def test_a_class_whose_module_is_missing_is_named(fresh_python, tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "mymodels.py").write_text(_MODELS)
     _run(tmp_path, "save_net.py", _SAVE_IMPORTED)
@@ -317,7 +318,8 @@ print(json.dumps(out))
 """
 
 
-def test_a_file_of_format_1_loads_or_names_the_missing_class(tmp_path):
+def test_a_file_of_format_1_loads_or_names_the_missing_class(
+        fresh_python, tmp_path):
     expected = _run(tmp_path, "save_v1.py", _SAVE_FORMAT_1)
     message = _run(tmp_path, "load_v1.py", _LOAD_FORMAT_1)
     assert "refers to 'CNN' of module '__main__'" in message

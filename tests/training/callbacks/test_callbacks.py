@@ -240,7 +240,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_callback_defined_in_a_scripts_main_works_on_local(tmp_path):
+def test_a_callback_defined_in_a_scripts_main_works_on_local(
+        fresh_python, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, PYTHONPATH=ROOT, DISLIB_NN_BACKEND="local",

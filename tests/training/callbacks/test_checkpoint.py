@@ -101,7 +101,8 @@ def _run_and_kill(tmp_path, backend, checkpoint_dir, name):
 # kill expects (docs/hpc.md, "Checkpoints on dask"), so the kill would
 # come after the next epoch; resuming on dask is tested below.
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "dask"])
-def test_killed_fit_resumes_to_the_uninterrupted_model(tmp_path, backend):
+def test_killed_fit_resumes_to_the_uninterrupted_model(
+        fresh_python, tmp_path, backend):
     name = "SyncEpochAveragingRegressor"
     # The uninterrupted fit runs beside the one that is killed (whose
     # forwards mostly sleep).

@@ -20,7 +20,8 @@ from tests.training import _checkpoint_run as run
 from tests.training._paths import ROOT
 
 
-def test_a_fit_in_another_process_holds_the_folder(sequential, tmp_path):
+def test_a_fit_in_another_process_holds_the_folder(
+        fresh_python, sequential, tmp_path):
     folder, marker = tmp_path / "ckpt", tmp_path / "forwards"
     env = dict(os.environ, DISLIB_NN_BACKEND="sequential",
                DISLIB_NN_TEST_MARKER=str(marker), DISLIB_NN_TEST_SLEEP="0.2")

@@ -41,7 +41,7 @@ def test_the_line_estimates_from_the_last_epoch(elapsed, expected, shown):
     assert shown in Ticker(Terminal(), "epoch 2/5", expected).line(elapsed)
 
 
-def test_verbose_announces_the_pool_start_once():
+def test_verbose_announces_the_pool_start_once(fresh_python):
     import os
     import subprocess
     import sys

@@ -195,7 +195,7 @@ def _warm_up_over_6(step):
     return min(1.0, (step + 1) / 6)
 
 
-def test_a_factor_defined_in_main_reaches_the_workers(tmp_path):
+def test_a_factor_defined_in_main_reaches_the_workers(fresh_python, tmp_path):
     # Worker processes of the local backend never import the script:
     # the function travels by value, as a module class does.
     script = tmp_path / "per_step.py"

@@ -27,7 +27,7 @@ def test_shares_combine_into_one_epoch():
         (3.0, 4.0, 9.0, False, 3, "E: boom", "tb")
 
 
-def test_unpickling_a_report_imports_neither_torch_nor_numpy():
+def test_unpickling_a_report_imports_neither_torch_nor_numpy(fresh_python):
     blob = pickle.dumps(TrainStats(loss_sum=1.0))
     code = ("import pickle, sys; s = pickle.loads(sys.stdin.buffer.read()); "
             "print(s.loss_sum, any(m.split('.')[0] in ('torch', 'numpy', "
