@@ -244,7 +244,14 @@ def test_early_stopping_stops_and_keeps_the_best_model(strategy):
 def test_validation_data_is_scored_every_merge():
     X, y = _classification()
     clf = _clf(validation_data=(X[:30], y[:30])).fit(X[30:], y[30:])
-    assert all(h["valid_score"] is not None for h in clf.history_)
+    scores = [h["valid_score"] for h in clf.history_]
+    assert len(scores) == clf.n_epochs_ == 3
+    # The last epoch's score is the fitted model's on the same rows.
+    assert scores[-1] == pytest.approx(clf.score(X[:30], y[:30]))
+    # Each is the model of its own epoch: a fit stopped there scores so.
+    first = _clf(validation_data=(X[:30], y[:30]), n_epochs=1).fit(
+        X[30:], y[30:])
+    assert scores[0] == pytest.approx(first.score(X[:30], y[:30]))
 
 
 def test_verbose_prints_one_line_per_epoch(capsys):
