@@ -14,6 +14,7 @@ __all__ = [
     "TaskArgumentError",
     "TaskError",
     "WorkerDiedError",
+    "TaskTimeoutError",
     "TaskCancelledError",
     "TaskFailureWarning",
     "BackendError",
@@ -87,6 +88,18 @@ class WorkerDiedError(DislibNNError, RuntimeError):
         super().__init__(message)
         self.task_name = task_name
         self.exitcode = exitcode
+
+
+class TaskTimeoutError(DislibNNError, RuntimeError):
+    """A task ran longer than its time-out (``@task(time_out=SECONDS)``,
+    or an estimator's ``task_timeout``): a failed execution, which the
+    task's ``on_failure`` policy handles. The message names the task and
+    the time-out, in seconds."""
+
+    def __init__(self, message, task_name=None, time_out=None):
+        super().__init__(message)
+        self.task_name = task_name
+        self.time_out = time_out
 
 
 class TaskCancelledError(DislibNNError, RuntimeError):

@@ -13,7 +13,8 @@ Backends
 ``compss``
     Chosen automatically when the script runs inside the COMPSs runtime
     (``runcompss`` / ``enqueue_compss``): the names below are then the real
-    ``pycompss`` decorators and functions, unchanged.
+    ``pycompss`` decorators and functions (``task`` makes PyCOMPSs's own
+    declaration, checking ``time_out`` first).
 ``local`` (default elsewhere)
     A pool of worker processes on this machine, one per CPU core.
 ``sequential``
@@ -46,7 +47,7 @@ __all__ = [
     "shared_empty", "by_value", "started", "runs_at_submission",
     "blocks_share_memory", "uses_pycompss",
     "task_threads", "task_cuda_devices", "gpus_per_task", "tasks_see_gpus",
-    "CPU_TASK", "GPU_TASK", "shutdown",
+    "CPU_TASK", "GPU_TASK", "shutdown", "time_out", "is_time_out",
 ]
 
 _BACKENDS = ("local", "sequential", "compss", "dask")
@@ -99,7 +100,9 @@ else:
 # Failure management: PyCOMPSs's @on_failure (the real one under COMPSs).
 __all__ += ["on_failure"]
 if _BACKEND == "compss":
-    from dislib_nn.runtime._compss import on_failure  # noqa: F401,E402
+    from dislib_nn.runtime._compss import (  # noqa: F401,E402
+        on_failure, use_time_outs)
+    use_time_outs()
 else:
     from dislib_nn.runtime._task import on_failure  # noqa: F401,E402
 
@@ -107,6 +110,8 @@ from dislib_nn.runtime import _compss_task  # noqa: E402
 from dislib_nn.runtime import _engine  # noqa: E402
 from dislib_nn.runtime._by_value import by_value  # noqa: E402,F401
 from dislib_nn.runtime._future import Future as _Future  # noqa: E402
+from dislib_nn.runtime._time_out import (  # noqa: E402,F401
+    is_time_out, time_out)
 
 _lock = threading.Lock()
 _active_engine = None

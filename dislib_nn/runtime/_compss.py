@@ -4,9 +4,13 @@ This is the only module of dislib_nn that imports ``pycompss``. It is
 imported only when the script runs inside the COMPSs runtime (master or
 worker), so every decorator, direction and API call below is PyCOMPSs's
 own: COMPSs schedules, transfers, checkpoints and retries the tasks.
+:func:`task` makes PyCOMPSs's own declaration too; it only checks
+``time_out`` first and keeps the declarations that have none, for
+``runtime.time_out`` blocks.
 """
 
 import os
+import threading
 
 import torch
 from pycompss.api.api import (compss_barrier, compss_delete_object,
@@ -15,14 +19,75 @@ from pycompss.api.constraint import constraint  # noqa: F401
 from pycompss.api.on_failure import on_failure  # noqa: F401
 from pycompss.api.parameter import (  # noqa: F401
     COLLECTION_IN, COLLECTION_OUT, COMMUTATIVE, IN, INOUT, Depth, Type)
-from pycompss.api.task import task  # noqa: F401
+from pycompss.api.task import task as _pycompss_task
+from pycompss.util.exceptions import TimeOutError
 
-from dislib_nn.runtime import _compss_task
+from dislib_nn.runtime import _compss_task, _time_out
+from dislib_nn.runtime._params import parse_time_out
 
 __all__ = ["task", "constraint", "on_failure", "wait_on", "barrier",
            "delete_object", "n_compss_workers", "shared_empty", "IN",
            "INOUT", "COMMUTATIVE",
            "COLLECTION_IN", "COLLECTION_OUT", "Type", "Depth"]
+
+
+# PyCOMPSs's declarations (Task objects) of the tasks declared without a
+# time-out, and the time-out a runtime.time_out() block gives them now.
+_undeclared = []
+_given = {"seconds": None}
+_lock = threading.Lock()
+
+
+def task(**options):
+    """PyCOMPSs's ``@task``: the function it returns is PyCOMPSs's own.
+
+    ``time_out`` is checked as on the other backends (a positive finite
+    number of seconds) and given to PyCOMPSs in whole seconds, rounded up
+    (its C extension takes an int; its worker counts with ``alarm``). A
+    declaration without one is kept, for :func:`_give_time_out`.
+    """
+    def decorate(fn):
+        seconds = parse_time_out(f"@task on {fn.__qualname__}()",
+                                 options.get("time_out"))
+        given = dict(options, time_out=_time_out.whole_seconds(seconds)
+                     or 0)
+        declaration = _pycompss_task(**given)
+        decorated = declaration(fn)
+        if seconds is None:
+            with _lock:
+                _undeclared.append(declaration)
+                _set(declaration, _given["seconds"])
+        return decorated
+    return decorate
+
+
+def _give_time_out(seconds):
+    """A ``runtime.time_out`` block began or ended: ``seconds`` (None:
+    none) becomes the time-out of every task declared without one.
+
+    PyCOMPSs reads a task's time-out from its declaration each time the
+    task is called (``TaskMaster.call`` hands the declaration's
+    ``decorator_arguments`` to ``binding.process_task``, which sends
+    their ``time_out`` with that task), as its ``@on_failure`` sets the
+    declaration's ``on_failure`` for each call: so the block's value
+    reaches the tasks called while it lasts, from any thread.
+    """
+    with _lock:
+        _given["seconds"] = seconds
+        for declaration in _undeclared:
+            _set(declaration, seconds)
+
+
+def _set(declaration, seconds):
+    declaration.decorator_arguments.time_out = \
+        _time_out.whole_seconds(seconds) or 0
+
+
+def use_time_outs():
+    """Make ``runtime.time_out`` blocks and ``runtime.is_time_out`` use
+    PyCOMPSs's declarations and its ``TimeOutError`` (the package does,
+    when it chooses this backend)."""
+    _time_out.use_process_wide(_give_time_out, (TimeOutError,))
 
 
 def wait_on(*objs):

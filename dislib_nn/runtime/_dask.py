@@ -20,7 +20,9 @@ the exception the dask task raises, and the engine applies its
 ``on_failure`` policy as on every backend. A worker that dies fails its
 task with :class:`~dislib_nn.exceptions.WorkerDiedError` once dask gives
 up on it (dask itself first reruns the task on other workers:
-``distributed.scheduler.allowed-failures``).
+``distributed.scheduler.allowed-failures``). A task with a time-out runs
+in a helper process of its dask worker, killed at the deadline
+(:mod:`._dask_timed`).
 """
 
 import itertools
@@ -28,7 +30,7 @@ import operator
 import threading
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
-from dislib_nn.runtime import _execute, _serialize
+from dislib_nn.runtime import _dask_timed, _execute, _serialize
 from dislib_nn.runtime._by_value import by_value
 
 # Payloads the master sends at least this large go to a worker with
@@ -62,17 +64,22 @@ class TaskRaised(Exception):
         return f"{kind}: {message}"
 
 
-def run_remote(header, args, deps, n_outputs, keep_status):
+def run_remote(header, args, deps, n_outputs, keep_status, time_out=None):
     """The dask task: run one dislib_nn task from its payloads' bytes.
 
     Returns the outputs' bytes (one: the bytes; several: a tuple; none:
-    None), with the status first when ``keep_status``.
+    None), with the status first when ``keep_status``. A task with a
+    ``time_out`` runs in a helper process killed at its deadline
+    (:mod:`._dask_timed`).
     """
     # (Not _execute.in_worker: a client may run its workers as threads
     # of the master's own process.)
     payloads = [_serialize.Payload(header), _serialize.Payload(args)]
     payloads += [_serialize.Payload(d) for d in deps]
-    result = _execute.run(payloads, share=False)
+    if time_out is None:
+        result = _execute.run(payloads, share=False)
+    else:
+        result = _dask_timed.run(payloads, time_out)
     status = result[0].data
     if _serialize.loads(result[0])[0] != "ok":
         raise TaskRaised(status)
@@ -134,7 +141,8 @@ class DaskExecutor:
                 run_remote, self._send(client, header),
                 self._send(client, args),
                 [self._send(client, d) for d in deps], n_outputs,
-                keep_status, key=f"{node.name}-{next(self._keys)}",
+                keep_status, node.time_out,
+                key=f"{node.name}-{next(self._keys)}",
                 resources=self._resources(node), pure=False,
                 priority=self._priority(node))
             parts = self._parts(client, node, future, n_outputs, keep_status)

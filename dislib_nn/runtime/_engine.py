@@ -14,7 +14,9 @@ A task that fails follows its ``on_failure`` policy, as under COMPSs:
 ``CANCEL_SUCCESSORS`` cancels the tasks that read its outputs (``None``
 at ``wait_on``). An exception raised by an ``IGNORE``'d task's own code
 never reaches the engine: the worker gives the ``@on_failure`` defaults
-as its outputs (see :mod:`._execute`).
+as its outputs (see :mod:`._execute`). A task that runs past its
+time-out is stopped by the executor (:mod:`._time_out`) and fails like
+one whose code raised.
 """
 
 import itertools
@@ -25,7 +27,7 @@ import warnings
 
 from dislib_nn.exceptions import (BackendError, TaskCancelledError,
                                   TaskError, TaskFailureWarning)
-from dislib_nn.runtime import _serialize
+from dislib_nn.runtime import _serialize, _time_out
 from dislib_nn.runtime._future import (_DONE, _FAILED, _PENDING, Failure,
                                        Future)
 from dislib_nn.runtime._plan import _Group, _Plan, _dump_arguments
@@ -81,19 +83,22 @@ class Engine:
             arguments = {name: plan.argument(name, value)
                          for name, value in bound.arguments.items()}
             reference = getattr(self.executor, "task_reference", None)
+            # Its own time-out, else the caller's runtime.time_out().
+            time_out = spec.time_out or _time_out.current()
             header = {"name": spec.name,
                       "function": (reference(task_fn) if reference
                                    else task_fn),
                       "returns": spec.returns, "outputs": plan.outputs,
                       "threads": self.executor.threads,
                       "on_failure": spec.on_failure,
-                      "defaults": spec.defaults}
+                      "defaults": spec.defaults, "time_out": time_out}
             args_payload = _dump_arguments(spec, arguments, plan.slots,
                                            self.shares_memory)
             node = plan.commit(
                 _serialize.dumps(header, share=self.shares_memory),
                 args_payload)
             node.seq = next(self._ids)
+            node.time_out = time_out
             self._nodes[node] = [spec.on_failure, 0]
             self._running += 1
             self._schedule(node)
@@ -123,8 +128,13 @@ class Engine:
 
     # ---------------------------------------------------------- dispatch
     def message(self, node):
-        """The payloads a node runs from (again, when it is retried)."""
+        """The payloads a node runs from (again, when it is retried),
+        counting one more execution."""
         self._nodes[node][1] += 1
+        return self.payloads(node)
+
+    def payloads(self, node):
+        """:meth:`message`, counting nothing."""
         deps = []
         for dep in node.deps:
             if isinstance(dep, _Group):

@@ -15,7 +15,7 @@ import traceback
 
 import torch
 
-from dislib_nn.runtime import _serialize
+from dislib_nn.runtime import _serialize, _time_out
 
 # ``running`` is True while a task body runs in this thread: a task
 # called from inside a task runs inline, as under COMPSs. Per thread,
@@ -71,7 +71,7 @@ def inside_task():
     return getattr(_task_state, "running", False)
 
 
-def run(payloads, share=True):
+def run(payloads, share=True, time_out=None):
     """Run one task from ``[header, arguments, *dependencies]`` payloads.
 
     The header holds the task function (pickled by name), the declared
@@ -80,15 +80,15 @@ def run(payloads, share=True):
     type name, message, traceback, pickled exception or None)``.
     ``share=False`` keeps outputs' bytes inside their pickles, for
     results that may leave this machine (the dask backend).
+    ``time_out`` (seconds; the sequential backend) interrupts the task's
+    code with ``SIGALRM`` as PyCOMPSs's worker does
+    (:func:`._time_out.alarm`).
     """
-    header_payload, args_payload, *dep_payloads = payloads
     name = "<unknown task>"
     try:
-        header = _serialize.loads(header_payload)
+        header = _serialize.loads(payloads[0])
         name = header["name"]
-        fn = getattr(header["function"], "__wrapped__", header["function"])
-        deps = [_serialize.loads(p) for p in dep_payloads]
-        arguments = _serialize.loads(args_payload, deps)
+        fn, arguments = _load(header, payloads)
         bound = inspect.BoundArguments(inspect.signature(fn), arguments)
         threads = header.get("threads") or torch.get_num_threads()
         previous = torch.get_num_threads()
@@ -97,7 +97,8 @@ def run(payloads, share=True):
         _task_state.running = True
         ignored = None
         try:
-            result = fn(*bound.args, **bound.kwargs)
+            with _time_out.alarm(time_out, name):
+                result = fn(*bound.args, **bound.kwargs)
         except Exception as exc:  # noqa: BLE001 - IGNORE'd, or re-raised
             if header.get("on_failure") != "IGNORE":
                 raise
@@ -115,9 +116,37 @@ def run(payloads, share=True):
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: B902 - the task's error is data
-        return _error_status(name, exc)
+        return error_status(name, exc)
     status = ("ok",) if ignored is None else ("ok", ignored)
     return [_serialize.dumps(status)] + outputs
+
+
+def stopped(payloads, exc, share=True):
+    """The result of a task stopped from outside by ``exc`` (its
+    time-out: its worker process was killed), as if its code had raised
+    ``exc``: the error status, or under ``IGNORE`` its ``@on_failure``
+    defaults as outputs (its ``INOUT`` arguments as they were given)."""
+    name = "<unknown task>"
+    try:
+        header = _serialize.loads(payloads[0])
+        name = header["name"]
+        if header.get("on_failure") != "IGNORE":
+            return error_status(name, exc)
+        _, arguments = _load(header, payloads)
+        result, ignored = _ignored(header, arguments, exc)
+        outputs = [_dump_output(name, value, share)
+                   for value in _outputs(header, result, arguments)]
+    except BaseException as error:  # noqa: B902 - the error is data
+        return error_status(name, error)
+    return [_serialize.dumps(("ok", ignored))] + outputs
+
+
+def _load(header, payloads):
+    """The task's function, and its arguments by name."""
+    _, args_payload, *dep_payloads = payloads
+    fn = getattr(header["function"], "__wrapped__", header["function"])
+    deps = [_serialize.loads(p) for p in dep_payloads]
+    return fn, _serialize.loads(args_payload, deps)
 
 
 def _ignored(header, arguments, exc):
@@ -169,7 +198,7 @@ def _dump_output(name, value, share=True):
             from None
 
 
-def _error_status(name, exc):
+def error_status(name, exc):
     text = "".join(traceback.format_exception(type(exc), exc,
                                               exc.__traceback__))
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"

@@ -5,7 +5,10 @@ the master by a Unix socket. The master keeps the task graph; a receiver
 thread collects results, resolves futures and hands the next ready task
 to the worker that just became idle. A worker that dies fails the task it
 was running with :class:`~dislib_nn.exceptions.WorkerDiedError` and is
-replaced.
+replaced. A task that runs past its time-out (counted from when its
+worker took it) is stopped the same way: the receiver waits for at
+most the nearest deadline, then kills the worker, and the task fails
+with :class:`~dislib_nn.exceptions.TaskTimeoutError`.
 
 Workers start from a fork server by default, so they are clean processes
 that import the user's script the way COMPSs workers do (code under
@@ -21,23 +24,27 @@ when it is called, since the workers find tasks by importing their module.
 """
 
 import collections
-import contextlib
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.util
 import os
 import resource
-import signal
 import socket
-import sys
 import threading
+import time
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
-from dislib_nn.runtime import _channel, _worker
+from dislib_nn.runtime import _channel, _execute, _time_out, _worker
+from dislib_nn.runtime._local_start import (describe_exit, describe_main,
+                                            main_importable,
+                                            start_method_modules,
+                                            startup_failure,
+                                            unimportable_main_hidden)
 
 
 class _Worker:
-    __slots__ = ("index", "process", "sock", "node", "ready")
+    __slots__ = ("index", "process", "sock", "node", "ready", "deadline",
+                 "expired")
 
     def __init__(self, index, process, sock):
         self.index = index
@@ -45,6 +52,8 @@ class _Worker:
         self.sock = sock
         self.node = None
         self.ready = False      # said hello: it started without error
+        self.deadline = None    # time.monotonic() its node must end by
+        self.expired = None     # the node it is killed for running late
 
 
 class LocalExecutor:
@@ -78,7 +87,7 @@ class LocalExecutor:
             raise BackendError(
                 f"the local backend's workers import the script that "
                 f"started the program to find the tasks it defines, as "
-                f"COMPSs workers do, and this one ({_describe_main()}) is "
+                f"COMPSs workers do, and this one ({describe_main()}) is "
                 f"not a file they can import: task {task_fn.__qualname__}() "
                 f"is defined in it. Define tasks in a module the workers "
                 f"can import, or save the script to a file and run "
@@ -108,7 +117,7 @@ class LocalExecutor:
             self._context.set_forkserver_preload(
                 ["dislib_nn._forkserver_guard",
                  "dislib_nn.runtime._worker", "torch", "torch._dynamo"]
-                + _start_method_modules())
+                + start_method_modules())
         self._wake_r, self._wake_w = socket.socketpair()
         # Stop the pool before multiprocessing's own exit handler
         # terminates daemonic children (in a process that is itself a
@@ -137,7 +146,7 @@ class LocalExecutor:
             target=_worker.main,
             args=(worker_end, self.threads, os.getpid(), inherited),
             name=f"dislib_nn-worker-{index}", daemon=True)
-        with _unimportable_main_hidden(self._workers_import_main):
+        with unimportable_main_hidden(self._workers_import_main):
             process.start()
         worker_end.close()
         worker = _Worker(index, process, master_end)
@@ -177,12 +186,26 @@ class LocalExecutor:
             worker = self._idle.popleft()
             node = self._ready.popleft()
             worker.node = node
+            self._arm(worker)
             try:
                 _channel.send(worker.sock, self.engine.message(node))
             except OSError:
                 # The worker is gone; the receiver reports it and
                 # fails the node.
                 pass
+
+    def _arm(self, worker):
+        """Start the clock of the node a started worker holds (a new
+        worker's starts with its hello: it takes the node right after)."""
+        node = worker.node
+        if node is None or node.time_out is None or not worker.ready:
+            return
+        worker.deadline = time.monotonic() + node.time_out
+        if threading.current_thread() is not self._receiver:
+            try:        # wake the receiver: it waits for this one too
+                self._wake_w.send(b"t", socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass    # it has wake-ups to read already
 
     # ----------------------------------------------------------- receive
     def _receive(self):
@@ -221,16 +244,39 @@ class LocalExecutor:
                 alive = [w for w in self._workers if w.sock.fileno() >= 0]
                 watched = {w.sock: w for w in alive}
                 watched.update({w.process.sentinel: w for w in alive})
+                deadlines = [w.deadline for w in alive
+                             if w.deadline is not None]
+            wait = None if not deadlines else max(
+                0.0, min(deadlines) - time.monotonic())
             ready = multiprocessing.connection.wait(
-                list(watched) + [self._wake_r])
+                list(watched) + [self._wake_r], wait)
             for obj in ready:
                 if obj is self._wake_r:
+                    self._wake_r.recv(4096)
                     continue
                 worker = watched[obj]
                 if obj is worker.sock:
                     self._collect(worker)
                 elif self._workers[worker.index] is worker:
                     self._died(worker)
+            if deadlines:
+                self._expire()
+
+    def _expire(self):
+        """Kill the workers whose node ran past its deadline: the
+        receiver then sees them die (:meth:`_died`)."""
+        now = time.monotonic()
+        with self.engine.lock:
+            for worker in self._workers:
+                if worker.deadline is None or worker.deadline > now:
+                    continue
+                worker.deadline = None
+                if worker.node is not None:
+                    worker.expired = worker.node
+                    try:
+                        worker.process.kill()
+                    except (OSError, ValueError):
+                        pass
 
     def _collect(self, worker):
         try:
@@ -241,9 +287,14 @@ class LocalExecutor:
             self._died(worker)
             return
         if not worker.ready:
-            worker.ready = True     # the hello message
+            with self.engine.lock:
+                worker.ready = True     # the hello message
+                self._arm(worker)
             return
         with self.engine.lock:
+            if worker.expired is not None:
+                return      # too late: it is being killed (see _died)
+            worker.deadline = None
             if worker.node is not None:
                 # The node stays on the worker until it is recorded, so
                 # that a failure here still fails it (see _broken).
@@ -266,7 +317,7 @@ class LocalExecutor:
             if not worker.ready and code is not None and code > 0:
                 # It failed while importing the program: so will any
                 # new one, and every task.
-                error = BackendError(_startup_failure(code))
+                error = BackendError(startup_failure(code))
                 if node is not None:
                     self.engine.fail(node, error, retryable=False)
                 self._unusable(error, error)
@@ -278,10 +329,18 @@ class LocalExecutor:
                     self.engine.fail(node, exc, retryable=False)
                 self._broken(exc)
                 return
-            if node is not None:
+            if node is not None and node is worker.expired:
+                # As if its code had raised at the deadline (IGNORE: the
+                # @on_failure defaults), as under PyCOMPSs.
+                exc = _time_out.expired(
+                    node.name, node.time_out, "its worker process was "
+                    "killed, and a new one replaces it")
+                self.engine.complete(node, _execute.stopped(
+                    self.engine.payloads(node), exc))
+            elif node is not None:
                 self.engine.fail(node, WorkerDiedError(
                     f"the worker process running task {node.name}() died "
-                    f"({_describe_exit(code)}). It may have run out of "
+                    f"({describe_exit(code)}). It may have run out of "
                     f"memory or crashed in native code.",
                     task_name=node.name, exitcode=code))
             self._pump()
@@ -295,7 +354,7 @@ class LocalExecutor:
         self._ready.clear()
         for worker in self._workers:
             if worker.node is not None:
-                worker.node = None
+                worker.node = worker.deadline = None
                 try:
                     worker.process.kill()
                 except (OSError, ValueError):
@@ -326,92 +385,6 @@ class LocalExecutor:
             worker.sock.close()
         self._wake_r.close()
         self._wake_w.close()
-
-
-def main_importable():
-    """Whether a new process can import the script that started the program.
-
-    False for a script read from standard input (``__file__`` is
-    ``'<stdin>'``), for ``python -c`` and for an interactive session.
-    """
-    main = sys.modules.get("__main__")
-    if getattr(main, "__spec__", None) is not None:
-        return True         # python -m module: imported by name
-    path = getattr(main, "__file__", None)
-    return path is not None and os.path.isfile(path)
-
-
-def _start_method_modules():
-    """The module defining this process's default start method, when it
-    is not one of multiprocessing's own.
-
-    A new worker sets that method while it starts, so the fork server
-    must know it: in a joblib worker it is loky's, registered by
-    joblib, which the fork server would not import otherwise.
-    """
-    method = multiprocessing.get_start_method(allow_none=True)
-    if method is None or method in multiprocessing.get_all_start_methods():
-        return []
-    return [type(multiprocessing.get_context(method)).__module__]
-
-
-def _describe_main():
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if path is not None:
-        return repr(path)
-    if sys.argv and sys.argv[0] == "-c":
-        return "the code given with python -c"
-    return "an interactive session"
-
-
-@contextlib.contextmanager
-def _unimportable_main_hidden(importable):
-    """While a worker starts, hide a main script path it cannot run.
-
-    multiprocessing tells a new process to run ``__main__.__file__``
-    when there is one; for ``'<stdin>'`` that fails and the worker dies.
-    Without ``__file__`` the worker starts without the script. The
-    attribute is back as soon as the process has started.
-    """
-    main = sys.modules.get("__main__")
-    if importable or main is None or "__file__" not in vars(main):
-        yield
-        return
-    path = vars(main).pop("__file__")
-    try:
-        yield
-    finally:
-        main.__file__ = path
-
-
-def _startup_failure(code):
-    main = sys.modules.get("__main__")
-    script = getattr(main, "__file__", None) or "that started the program"
-    if code == _worker.SCRIPT_RUNS_AT_IMPORT:
-        return (f"the local backend's workers could not start: they import "
-                f"the script {script} to find its tasks (as COMPSs workers "
-                f"do), and that import runs tasks itself. Put the code that "
-                f"runs tasks or fits estimators under "
-                f"'if __name__ == \"__main__\":', then run it again.")
-    return (f"a worker process of the local backend failed while starting "
-            f"({_describe_exit(code)}), before running any task; its "
-            f"error is printed above. Workers import the script {script} "
-            f"to find its tasks, as COMPSs workers do: check that it "
-            f"imports without error in a new process, or use "
-            f"set_backend('local', start_method='fork') or "
-            f"set_backend('sequential').")
-
-
-def _describe_exit(code):
-    if code is None:
-        return "it did not exit"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 def _raise_fd_limit():

@@ -7,6 +7,8 @@ compss backend the real pycompss objects replace these.
 
 import ast
 import inspect
+import math
+import numbers
 import textwrap
 import typing
 
@@ -42,8 +44,9 @@ Type = "type"
 Depth = "depth"
 
 # @task options PyCOMPSs knows that are not parameter names. The local
-# backends accept them so that one script runs everywhere; they take
-# effect only under COMPSs.
+# backends accept them so that one script runs everywhere; those parsed
+# below (returns, priority, on_failure, time_out) take effect on every
+# backend, the others only under COMPSs.
 TASK_OPTIONS = frozenset({
     "returns", "priority", "on_failure", "time_out", "is_replicated",
     "is_distributed", "cache_returns", "target_direction", "processes",
@@ -73,6 +76,10 @@ class TaskSpec:
         it is inferred from the function as PyCOMPSs infers it.
     on_failure : str
         One of :data:`FAILURE_POLICIES` (``@on_failure`` may change it).
+    time_out : float or None
+        Seconds an execution may run before it fails with
+        :class:`~dislib_nn.exceptions.TaskTimeoutError`; None: no limit
+        of its own (``runtime.time_out`` may give one).
     defaults : dict
         ``@on_failure`` defaults: ``returns`` and parameter names.
     directions : dict
@@ -94,6 +101,8 @@ class TaskSpec:
             self.name, options.get("on_failure", "RETRY"))
         self.priority = _parse_priority(self.name,
                                         options.get("priority", False))
+        self.time_out = parse_time_out(f"@task on {self.name}()",
+                                       options.get("time_out"))
         # What an IGNORE'd task's outputs become: set by @on_failure.
         self.defaults = {}
         for key, value in options.items():
@@ -118,6 +127,24 @@ def _parse_priority(name, value):
             f"@task on {name}(): 'priority' must be True or False. Got "
             f"{value!r} instead.")
     return value
+
+
+def parse_time_out(where, value, error=TaskDefinitionError,
+                   argument="time_out"):
+    """A time-out: seconds (a positive finite number), or None for no
+    time-out; 0 means None too, as it does for PyCOMPSs (its default).
+    ``where`` starts the message ("@task on f()"), which names
+    ``argument``."""
+    if value is None or (isinstance(value, numbers.Real)
+                         and not isinstance(value, bool) and value == 0):
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or value < 0:
+        raise error(
+            f"{where}: '{argument}' must be a positive finite number of "
+            f"seconds (or None, or 0: no time-out). Got {value!r} "
+            f"instead.")
+    return float(value)
 
 
 def _parse_on_failure(name, value):

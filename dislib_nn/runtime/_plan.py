@@ -45,7 +45,8 @@ class _Group:
 
 class _Node:
     __slots__ = ("name", "task", "header", "args", "deps", "waits",
-                 "targets", "groups", "pending", "seq", "priority")
+                 "targets", "groups", "pending", "seq", "priority",
+                 "time_out")
 
     def __init__(self, name, task=None, priority=False):
         self.name = name
@@ -59,6 +60,7 @@ class _Node:
         self.targets = []    # output index -> Future or _Group
         self.groups = []
         self.pending = 0
+        self.time_out = None    # seconds, set by the engine
 
 
 class _Plan:

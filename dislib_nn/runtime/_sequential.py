@@ -4,7 +4,9 @@ It runs each task as soon as it is ready, in submission order, but
 through the same serialization as the parallel backend: arguments are
 pickled and rebuilt, ``IN`` arguments are private copies, results come
 back as futures that need ``wait_on``, and errors surface at ``wait_on``.
-Use it to debug a task with ``pdb`` or prints.
+Use it to debug a task with ``pdb`` or prints. A task's time-out is
+``SIGALRM``, which interrupts its code as PyCOMPSs's worker does (see
+:func:`._time_out.alarm`: main thread only).
 """
 
 from dislib_nn.runtime import _execute
@@ -19,7 +21,8 @@ class SequentialExecutor:
         self.n_workers = 1
 
     def dispatch(self, node):
-        result = _execute.run(self.engine.message(node))
+        result = _execute.run(self.engine.message(node),
+                              time_out=node.time_out)
         self.engine.complete(node, result)
 
     def abort(self):

@@ -24,12 +24,14 @@ _WATCH_INTERVAL_S = 0.5
 SCRIPT_RUNS_AT_IMPORT = 86
 
 
-def main(sock, threads, master_pid=None, inherited=()):
+def main(sock, threads, master_pid=None, inherited=(), share=True):
     """Serve tasks from the master on ``sock`` until told to stop.
 
     ``inherited`` are descriptors a forked worker got from the master
     and must not keep (other workers' sockets: holding them would hide
-    the master's death from those workers).
+    the master's death from those workers). ``share=False`` keeps the
+    outputs' bytes inside their pickles (for a dask worker's helper, see
+    ``_dask_timed``).
     """
     # Ctrl-C reaches the whole process group: the master decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -55,7 +57,7 @@ def main(sock, threads, master_pid=None, inherited=()):
         if message[0].data == STOP.data:
             break
         busy.set()
-        result = _execute.run(message)
+        result = _execute.run(message, share=share)
         busy.clear()
         _channel.send(sock, result)
         for payload in message + result:

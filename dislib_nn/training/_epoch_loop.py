@@ -11,13 +11,16 @@ after each submission, or 0 when a callback needs each epoch's record
 before the next is submitted), so workers never idle while the master
 reads them. The master waits for scalars only (sample counts, loss sums,
 task times, validation statistics), never weights, in one ``wait_on``
-per epoch.
+per epoch. Every task the epochs submit runs under the estimator's
+``task_timeout`` (a ``runtime.time_out`` block): one that runs longer
+fails as the runtime's time-outs do, and its ``on_failure`` applies.
 """
 
 import contextlib
 import time
 
 from dislib_nn import runtime
+from dislib_nn.exceptions import TaskTimeoutError
 from dislib_nn.training import _metrics
 from dislib_nn.training.callbacks._records import (EpochRecord, FitState,
                                                    merges_of)
@@ -44,6 +47,12 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
         ``validation(model) -> list of futures`` of per-block statistics
         of a merged model on the validation data.
     """
+    with runtime.time_out(estimator.task_timeout):
+        return _run(estimator, strategy, callbacks, first, total, lr,
+                    validation)
+
+
+def _run(estimator, strategy, callbacks, first, total, lr, validation):
     state = FitState(estimator, strategy, first, total, lr, callbacks)
     callbacks = [cb for _, cb in callbacks]
     needs_current = any(cb.needs_current_epoch for cb in callbacks)
@@ -84,12 +93,24 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
         else strategy.final_model()
 
 
+def _timed_out(estimator, epoch, exc):
+    """The error of a fit stopped by a task that ran out of time."""
+    return TaskTimeoutError(
+        f"{exc} {type(estimator).__name__} stopped in epoch {epoch + 1} "
+        f"(task_timeout={estimator.task_timeout!r}, on_failure="
+        f"{estimator.on_failure!r}).", task_name=exc.task_name,
+        time_out=exc.time_out)
+
+
 def _read(state, callbacks, clock, handle, valid):
     """Wait for one epoch's scalars (never weights); run the callbacks."""
     with contextlib.ExitStack() as waiting:
         for cb in callbacks:
             waiting.enter_context(cb.waiting(state, handle))
-        scalars, valid_stats = runtime.wait_on(handle.scalars, valid)
+        try:
+            scalars, valid_stats = runtime.wait_on(handle.scalars, valid)
+        except TaskTimeoutError as exc:
+            raise _timed_out(state.estimator, handle.epoch, exc) from exc
     fields = state.strategy.read(handle, scalars)
     end = fields.pop("end_s")
     history = {"epoch": handle.epoch + 1,

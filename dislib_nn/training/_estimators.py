@@ -213,6 +213,12 @@ _PARAMETERS = """
     max_retries : int, default=2
         With ``on_failure="retry"``: how many more times an epoch that
         raised runs before the fit stops.
+    task_timeout : float or None, default=None
+        Seconds any one task of the fit's epochs may run (None: no
+        limit). One that runs longer fails with ``TaskTimeoutError``
+        naming it, the time-out and the epoch; as for a task whose
+        worker died, the runtime runs it once more (not a training task
+        under ``"raise"``), then the fit stops. See docs/estimators.md.
     grad_clip_norm : float or None, default=None
         Before every optimizer step, clip the gradients' total norm to
         this value (``torch.nn.utils.clip_grad_norm_``).

@@ -73,6 +73,8 @@ class ParamsMixin:
         "checkpoint_dir": [p.NoneValue(), p.PathLike()],
         "on_failure": [p.Options("retry", "skip", "raise")],
         "max_retries": [p.Interval(_INT, 0, None)],
+        "task_timeout": [p.NoneValue(),
+                         p.Interval(_REAL, 0, None, closed="neither")],
         "grad_clip_norm": [p.NoneValue(),
                            p.Interval(_REAL, 0, None, closed="neither")],
         "grad_clip_value": [p.NoneValue(),
@@ -97,8 +99,9 @@ class ParamsMixin:
                  validation_data=None, early_stopping=False, patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
-                 on_failure="retry", max_retries=2, grad_clip_norm=None,
-                 grad_clip_value=None, accumulate_grad_batches=1,
+                 on_failure="retry", max_retries=2, task_timeout=None,
+                 grad_clip_norm=None, grad_clip_value=None,
+                 accumulate_grad_batches=1,
                  precision="fp32", callbacks=None, outer_optimizer=None,
                  merge_precision="fp32", recompute_batchnorm="auto",
                  **kwargs):
@@ -128,6 +131,7 @@ class ParamsMixin:
         self.checkpoint_dir = checkpoint_dir
         self.on_failure = on_failure
         self.max_retries = max_retries
+        self.task_timeout = task_timeout
         self.grad_clip_norm = grad_clip_norm
         self.grad_clip_value = grad_clip_value
         self.accumulate_grad_batches = accumulate_grad_batches

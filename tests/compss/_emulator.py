@@ -13,6 +13,7 @@ task's module, arguments through files, Python run with ``-O``.
 Tests skip, saying why, where the emulator is absent.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -26,6 +27,10 @@ from tests._ahead import RunAhead
 from tests._compss_sources import EMULATOR, needs_emulator  # noqa: F401
 
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+TIME_OUT_APP = os.path.join(ROOT, "tests", "runtime", "scripts",
+                            "time_out_app.py")
 
 
 def compss_command(app, *args, pythonpath=None, concurrent=False):
@@ -45,6 +50,8 @@ def compss_command(app, *args, pythonpath=None, concurrent=False):
 def _command(how, app, *args):
     if how == "compss":     # like runcompss --pythonpath=$PWD
         return compss_command(app, *args)
+    if how == "compss-root":    # an app whose tasks are the suite's
+        return compss_command(app, *args, pythonpath=ROOT)
     if how == "compss-concurrent":
         return compss_command(app, *args, concurrent=True)
     return [sys.executable, app, *args]
@@ -74,7 +81,13 @@ AHEAD = {("fit_app.py", "compss-concurrent-sync"): (
          ("raise_app.py", "compss"): ("compss", "raise_app.py"),
          # The SLURM example killed mid-fit and run again (a driver
          # script: it starts the emulated runs itself).
-         ("resume_example.py", "python"): ("python", "resume_example.py")}
+         ("resume_example.py", "python"): ("python", "resume_example.py"),
+         # Time-outs against the real binding's (tests/runtime checks).
+         ("time_out_app.py", "compss"): ("compss-root", TIME_OUT_APP)}
+TIME_OUT_BACKENDS = ("local", "sequential") + (
+    ("dask",) if importlib.util.find_spec("distributed") else ())
+AHEAD.update({("time_out_app.py", name): ("python", TIME_OUT_APP, name)
+              for name in TIME_OUT_BACKENDS})
 # Runs at once: all of them would hold 30 torch processes in memory.
 _JOBS = 6
 _ahead = {"lock": threading.Lock(), "thread": None, "runs": None,

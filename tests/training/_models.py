@@ -3,12 +3,16 @@
 import fcntl
 import os
 import signal
+import time
 
 import torch
 from torch import nn
 
 # The accuracy tests train the demo's CNN (BatchNorm in both conv blocks).
 from dislib_nn.demo import DigitsCNN  # noqa: F401
+
+#: How long ``FaultOnCalls(fault="hang")`` sleeps: only bounds a test.
+HANG_S = 120
 
 
 class MLP(nn.Module):
@@ -144,8 +148,10 @@ class FaultOnCalls(nn.Module):
     """A linear model whose training forward fails on chosen calls.
 
     Calls are counted as in :class:`NaNOnCalls`. On calls ``first`` to
-    ``last`` it raises ``RuntimeError`` (``fault="raise"``) or kills its
-    own process with SIGKILL (``fault="kill"``: local backend only).
+    ``last`` it raises ``RuntimeError`` (``fault="raise"``), kills its
+    own process with SIGKILL (``fault="kill"``: local backend only) or
+    hangs (``fault="hang"``: sleeps for minutes, which only a time-out
+    ends sooner).
     """
 
     def __init__(self, n_features_in=4, n_outputs=1, counter="", first=0,
@@ -161,5 +167,8 @@ class FaultOnCalls(nn.Module):
             if self.first <= call <= self.last:
                 if self.fault == "kill":
                     os.kill(os.getpid(), signal.SIGKILL)
+                if self.fault == "hang":
+                    time.sleep(HANG_S)
+                    return self.fc(x)
                 raise RuntimeError(f"injected fault on call {call}")
         return self.fc(x)

@@ -55,7 +55,8 @@ _FORMAT = 1
 #: already run (n_epochs only says where the fit ends; a checkpoint holds
 #: the model before any BatchNorm recompute).
 FREE_PARAMS = ("n_epochs", "verbose", "warm_start", "checkpoint_dir",
-               "on_failure", "max_retries", "recompute_batchnorm")
+               "on_failure", "max_retries", "task_timeout",
+               "recompute_batchnorm")
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 

@@ -1,10 +1,12 @@
 """One epoch of minibatch training, and batched inference: plain PyTorch.
 
 This is what a training task runs once its arguments have arrived; it
-knows nothing about the runtime, so it can be read (and debugged) as an
-ordinary PyTorch loop. :func:`run_train_task` wraps it with what a task
+asks the runtime one thing only (whether an error is the task running
+out of time), so it can be read (and debugged) as an ordinary PyTorch
+loop. :func:`run_train_task` wraps it with what a task
 owes the runtime: choosing the device, sizing torch threads under
-COMPSs, seeding, returning CPU tensors, and timing itself.
+COMPSs, seeding, returning CPU tensors, timing itself, and letting the
+task's time-out through to the runtime.
 """
 
 import contextlib
@@ -15,6 +17,7 @@ import traceback
 
 import torch
 
+from dislib_nn import runtime
 from dislib_nn.training.merge import _payload, _shards, _sums
 from dislib_nn.training.tasks._device import resolve_device, size_threads
 from dislib_nn.training.tasks._precision import amp_plan
@@ -190,7 +193,11 @@ def _run_under_policy(attempt, settings):
     """Run ``attempt(runs)`` until the policy is satisfied.
 
     Returns its last result (None when it raised), the exception of the
-    last run (None when it returned) and the number of runs.
+    last run (None when it returned) and the number of runs. The task
+    running out of time (its ``time_out``, raised inside it under COMPSs
+    and on the sequential backend) is no error of the epoch: it goes on
+    to the runtime, whose failure management handles it as on the other
+    backends, where the worker is killed.
     """
     retries = settings.max_retries if settings.on_failure == "retry" else 0
     diverged_before = False
@@ -200,6 +207,8 @@ def _run_under_policy(attempt, settings):
         try:
             out = attempt(runs)
         except Exception as exc:  # noqa: BLE001 - the policy decides
+            if runtime.is_time_out(exc):
+                raise   # the task ran out of time: the runtime's failure
             if runs <= retries:
                 continue
             return None, exc, runs
