@@ -9,7 +9,6 @@ forwards come right after the run it repeats.
 """
 
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -21,6 +20,11 @@ from dislib_nn.exceptions import (InvalidParameterError, TaskFailureWarning,
 from tests.conftest import use_backend
 from tests.training import _reference as ref
 from tests.training._models import FaultOnCalls
+from tests.training.tasks._faulty_fits import assert_same as _assert_same
+from tests.training.tasks._faulty_fits import calls as _calls
+from tests.training.tasks._faulty_fits import clean_model as _clean_model
+from tests.training.tasks._faulty_fits import data as _data
+from tests.training.tasks._faulty_fits import estimator as _estimator
 
 ESTIMATORS = [SyncEpochAveragingRegressor, AsyncEpochAveragingRegressor]
 
@@ -35,40 +39,6 @@ def sequential():
 @pytest.fixture
 def local():
     use_backend("local")
-
-
-def _data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(32, 4)).astype(np.float32)
-    return x, x.sum(axis=1).astype(np.float32)
-
-
-def _estimator(folder, first, last, fault="raise",
-               cls=SyncEpochAveragingRegressor, **kwargs):
-    torch.manual_seed(0)
-    module = FaultOnCalls(counter=os.path.join(folder, "calls"),
-                          first=first, last=last, fault=fault)
-    params = dict(module=module, n_workers=2, batch_size=4, n_epochs=2,
-                  shuffle="none", lr=0.05, random_state=0)
-    params.update(kwargs)
-    return cls(**params)
-
-
-def _calls(folder):
-    path = os.path.join(folder, "calls")
-    return os.path.getsize(path) if os.path.exists(path) else 0
-
-
-def _clean_model(tmp_path, cls=SyncEpochAveragingRegressor, **kwargs):
-    folder = tmp_path / "clean"
-    folder.mkdir()
-    return _estimator(str(folder), 0, 0, cls=cls, **kwargs).fit(*_data())
-
-
-def _assert_same(got, expected):
-    for key, value in expected.module_.state_dict().items():
-        torch.testing.assert_close(got.module_.state_dict()[key], value,
-                                   rtol=0, atol=0, msg=key)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)

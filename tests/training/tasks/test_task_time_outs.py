@@ -8,16 +8,17 @@ rows and batches of 4, the first epoch's forwards are calls 1..4
 it repeats (as in test_task_failures.py).
 """
 
-import os
-
-import numpy as np
 import pytest
 import torch
 
 from dislib_nn import AsyncEpochAveragingRegressor, SyncEpochAveragingRegressor
 from dislib_nn.exceptions import (InvalidParameterError, TaskFailureWarning,
                                   TaskTimeoutError)
-from tests.training._models import FaultOnCalls
+from tests.training.tasks._faulty_fits import assert_same as _assert_same
+from tests.training.tasks._faulty_fits import calls as _calls
+from tests.training.tasks._faulty_fits import clean_model as _clean_model
+from tests.training.tasks._faulty_fits import data as _data
+from tests.training.tasks._faulty_fits import estimator
 
 # A training task of these fits takes milliseconds once torch has made
 # its first optimizer step in the process (_warm: about 1.5 s before).
@@ -32,39 +33,9 @@ def _warm():
                                 n_workers=1).fit(x, y)
 
 
-def _data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(32, 4)).astype(np.float32)
-    return x, x.sum(axis=1).astype(np.float32)
-
-
-def _estimator(folder, first, last, cls=SyncEpochAveragingRegressor,
-               **kwargs):
-    torch.manual_seed(0)
-    module = FaultOnCalls(counter=os.path.join(folder, "calls"),
-                          first=first, last=last, fault="hang")
-    params = dict(module=module, n_workers=2, batch_size=4, n_epochs=2,
-                  shuffle="none", lr=0.05, random_state=0,
-                  task_timeout=TIMEOUT)
-    params.update(kwargs)
-    return cls(**params)
-
-
-def _calls(folder):
-    path = os.path.join(folder, "calls")
-    return os.path.getsize(path) if os.path.exists(path) else 0
-
-
-def _clean_model(tmp_path, cls=SyncEpochAveragingRegressor, **kwargs):
-    folder = tmp_path / "clean"
-    folder.mkdir()
-    return _estimator(str(folder), 0, 0, cls=cls, **kwargs).fit(*_data())
-
-
-def _assert_same(got, expected):
-    for key, value in expected.module_.state_dict().items():
-        torch.testing.assert_close(got.module_.state_dict()[key], value,
-                                   rtol=0, atol=0, msg=key)
+def _estimator(folder, first, last, **kwargs):
+    kwargs.setdefault("task_timeout", TIMEOUT)
+    return estimator(folder, first, last, fault="hang", **kwargs)
 
 
 @pytest.mark.parametrize("policy, cls", [
