@@ -17,9 +17,10 @@ A helper is a local-backend worker (:func:`._worker.main`) started with
 and keeps its bytes inside their pickles, since results leave the
 machine. Idle helpers are kept for the next timed task; each exits when
 its dask worker does (its socket closes). The clock starts once the
-helper has started, so its start (importing torch, a few seconds) is not
-counted. Tasks without a time-out run in the dask worker's thread, as
-always.
+helper has started, so its start is not counted: importing torch and
+what torch imports on a first optimizer step (a few seconds), done
+before the helper serves. Tasks without a time-out run in the dask
+worker's thread, as always.
 """
 
 import os
@@ -35,7 +36,12 @@ from dislib_nn.runtime import _channel, _execute, _serialize, _time_out
 
 __all__ = ["run"]
 
+# What torch imports on a task's first optimizer step (about a second),
+# imported before the helper says it has started, as the local backend's
+# fork server does: a task's time-out then counts the task, not the
+# helper's imports.
 _BOOT = ("import socket, sys\n"
+         "import torch._dynamo\n"
          "from dislib_nn.runtime import _worker\n"
          "_worker.main(socket.socket(fileno=int(sys.argv[1])), 1, "
          "share=False)\n")

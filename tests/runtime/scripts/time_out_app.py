@@ -29,6 +29,12 @@ from tests.runtime import failing, hanging  # noqa: E402
 from tests.training._models import FaultOnCalls  # noqa: E402
 
 
+# A fit's tasks take well under a second, but a first epoch in a fresh
+# process pays for torch's first optimizer step, and the suite runs this
+# app on four backends at once beside the other tests on two cores.
+FIT_TIME_OUT = 15
+
+
 def main(folder):
     def counter(name):
         return os.path.join(folder, name)
@@ -82,7 +88,7 @@ def _fit(counter, hang_on):
     return SyncEpochAveragingRegressor(
         module=module, n_workers=2, batch_size=4, n_epochs=2,
         shuffle="none", lr=0.05, random_state=0,
-        task_timeout=5).fit(x, x.sum(axis=1))
+        task_timeout=FIT_TIME_OUT).fit(x, x.sum(axis=1))
 
 
 if __name__ == "__main__":
