@@ -39,7 +39,36 @@ def _args(folder):
 def main():
     with tempfile.TemporaryDirectory(prefix="resume_example_") as folder:
         # The emulator's run folders (the killed run keeps its own) too.
-        print(json.dumps(runs(folder, dict(clean_env(), TMPDIR=folder))))
+        try:
+            print(json.dumps(runs(folder, dict(clean_env(), TMPDIR=folder))))
+        finally:
+            _end_leftovers(folder)
+
+
+def _end_leftovers(folder):
+    """Kill what a killed run left running: every process naming
+    ``folder`` (where the runs' folders are) on its command line, until
+    none is left (an executor may be starting meanwhile)."""
+    for _ in range(20):
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    line = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if folder in line:
+                found.append(int(entry))
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
 
 
 def runs(folder, env):
@@ -57,6 +86,7 @@ def runs(folder, env):
     if alive:
         killed.send_signal(signal.SIGTERM)
     killed_out = killed.communicate(timeout=300)[0]
+    _end_leftovers(folder)
     resumed = subprocess.run(command, cwd=EXAMPLES, env=env,
                              capture_output=True, text=True, timeout=1500)
     plain = subprocess.run([sys.executable, SCRIPT,
