@@ -31,12 +31,12 @@ from sklearn.utils import check_random_state
 from dislib_nn import runtime
 from dislib_nn.data import shuffle
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training import _checkpoint_lock, _fitted, _seeds
+from dislib_nn.training import (_checkpoint_lock, _fitted, _input_dtype,
+                                _seeds)
 from dislib_nn.training._adaptive import plan as adaptive_plan
 from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training._components import (Components, check_step,
-                                            first_float_dtype,
-                                            inferable_arguments, materialize,
+                                            inferable_arguments,
                                             split_prefixed)
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
@@ -197,16 +197,17 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_seeds.seed_for(int(seed), _seeds.MODEL_INIT))
             module = self._components(inferred).build_module()
-            materialize(module, self._sample_shape)
+            kind = _input_dtype.settle(module, self._sample_shape,
+                                       self._input_kind)
+        _fitted.settle_inputs(self, kind)
         _fitted.start(self, module, seed, inferred)
 
     def _check_step(self, checked):
         """Try one sample through the training step before any task: the
         data of arrays are not blocked yet, so a module that does not
         take X's rows is named before a worker pool starts."""
-        adapter = self._targets.adapter(self, checked["y_ndim"],
-                                        first_float_dtype(self.module_))
-        check_step(self._components(self._inferred), self.module_, adapter,
+        check_step(self._components(self._inferred), self.module_,
+                   self._output,
                    self._sample_shape,
                    (1,) + self._targets.target_shape(checked["y"]),
                    float(self.lr))

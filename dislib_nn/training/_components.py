@@ -292,8 +292,11 @@ def check_step(components, module, adapter, sample_shape, target_shape,
             except Exception as exc:
                 _note(exc, f"raised by the forward of module "
                            f"{type(module).__name__} on one sample of "
-                           f"shape {tuple(sample_shape)} (the shape of X's "
-                           f"rows), which fit tries before any task runs")
+                           f"shape {tuple(sample_shape)} and dtype "
+                           f"{adapter.x_dtype} (X's rows as the module "
+                           f"receives them: floating-point X in the "
+                           f"module's dtype, integer X as torch.int64), "
+                           f"which fit tries before any task runs")
                 raise
             loss = criterion(adapter(output, criterion, target), target)
     finally:
@@ -307,15 +310,17 @@ def check_step(components, module, adapter, sample_shape, target_shape,
             f"a batch of one sample; reduce it (reduction='mean').")
 
 
-def materialize(module, sample_shape):
-    """Run one forward pass when the module has lazy layers to shape."""
+def materialize(module, sample_shape, dtype=None):
+    """Run one forward pass (on one zero sample of ``dtype``, the
+    module's floating dtype by default) when the module has lazy layers
+    to shape."""
     if not any(isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
                for t in list(module.parameters()) + list(module.buffers())):
         return
     training = module.training
     module.eval()
     with torch.no_grad():
-        module(torch.zeros((1,) + tuple(sample_shape)))
+        module(torch.zeros((1,) + tuple(sample_shape), dtype=dtype))
     module.train(training)
 
 

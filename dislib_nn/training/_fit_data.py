@@ -8,7 +8,6 @@ by tasks) or prepared from ``validation_data``.
 """
 
 import numpy as np
-import torch
 
 from dislib_nn import runtime
 from dislib_nn._user_warning import warn_user
@@ -16,8 +15,8 @@ from dislib_nn.data import DsTensor
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _fitted
 from dislib_nn.training import _input_checks as _inputs
+from dislib_nn.training import _input_dtype
 from dislib_nn.training import _seeds
-from dislib_nn.training._components import first_float_dtype
 from dislib_nn.training.strategies import _dealing
 from dislib_nn.training.tasks import _blocks
 
@@ -57,10 +56,11 @@ class FitDataMixin:
         if X.shape[0] == 0:
             raise ShapeError("X is empty: it has 0 rows (samples).")
         if not reset:
-            self._check_predict_shape(tuple(X.shape[1:]))
+            self._check_predict_input(X)
         self._targets.learn(self, y, reset, classes)
         if reset:
-            _fitted.learn_inputs(self, tuple(X.shape[1:]), names)
+            _fitted.learn_inputs(self, tuple(X.shape[1:]), names,
+                                 _input_dtype.kind_of(X.dtype))
         return {"X": X, "y": y, "y_ndim": len(y.shape)}
 
     def _check_feature_names(self, names, warn=True):
@@ -84,6 +84,13 @@ class FitDataMixin:
             return
         raise ValueError(_names_differ(list(fitted), list(names)))
 
+    def _check_predict_input(self, X, name="X"):
+        """X's rows have the fitted shape and a dtype the model takes
+        (:func:`._input_dtype.check_kind`)."""
+        self._check_predict_shape(tuple(X.shape[1:]))
+        _input_dtype.check_kind(_fitted.input_kind(self), X.dtype, name,
+                                self)
+
     def _check_predict_shape(self, sample_shape):
         expected = self._sample_shape
         if sample_shape == expected:
@@ -101,19 +108,22 @@ class FitDataMixin:
         """The checked data as DsTensors: encoded, blocked, split."""
         X, y = checked["X"], checked["y"]
         n_workers = self.n_workers or runtime.n_workers()
-        dtype = first_float_dtype(self.module_)
-        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        # X's blocks hold what the module receives (int64 and bool kept);
+        # a regressor's targets are in the module's floating dtype.
+        x_dtype = _input_dtype.numpy_dtype(self._output.x_dtype)
+        np_dtype = _input_dtype.numpy_dtype(self._output.float_dtype)
         sizes = X.block_sizes if _inputs.is_ds_tensor(X) else (
             y.block_sizes if _inputs.is_ds_tensor(y) else None)
         # balance=True deals blocks by throughput: it needs several per
         # worker to move work between them.
         per_worker = BALANCE_BLOCKS_PER_WORKER if self.balance else 1
         x = _inputs.as_ds_tensor(X, block_sizes=sizes, n_blocks=min(
-            n_workers * per_worker, X.shape[0]), dtype=np_dtype)
+            n_workers * per_worker, X.shape[0]), dtype=x_dtype)
         y = self._as_target_ds(y, x.block_sizes, np_dtype)
         x_valid = y_valid = None
         if self.validation_data is not None:
-            x_valid, y_valid = self._validation_ds(np_dtype, n_workers)
+            x_valid, y_valid = self._validation_ds(x_dtype, np_dtype,
+                                                   n_workers)
         elif self.validation_fraction:
             x, y, x_valid, y_valid = self._split(x, y)
         x, y, n_replicas = _dealing.replicas(
@@ -125,7 +135,7 @@ class FitDataMixin:
     def _as_target_ds(self, y, block_sizes, np_dtype):
         return self._targets.as_ds_tensor(self, y, block_sizes, np_dtype)
 
-    def _validation_ds(self, np_dtype, n_workers):
+    def _validation_ds(self, x_dtype, np_dtype, n_workers):
         Xv, yv = self.validation_data
         Xv = _inputs.check_x(Xv, "validation_data[0]")
         yv = _inputs.check_y(yv, self._targets, "validation_data[1]")
@@ -133,10 +143,10 @@ class FitDataMixin:
                               "validation_data[1]")
         if _inputs.is_ds_tensor(Xv):
             _inputs.check_finite_blocks(Xv, "validation_data[0]")
-        self._check_predict_shape(tuple(Xv.shape[1:]))
+        self._check_predict_input(Xv, "validation_data[0]")
         sizes = Xv.block_sizes if _inputs.is_ds_tensor(Xv) else None
         xv = _inputs.as_ds_tensor(Xv, block_sizes=sizes, n_blocks=min(
-            n_workers, Xv.shape[0]), dtype=np_dtype)
+            n_workers, Xv.shape[0]), dtype=x_dtype)
         return xv, self._as_target_ds(yv, xv.block_sizes, np_dtype)
 
     def _split(self, x, y):

@@ -21,10 +21,11 @@ the same attributes:
 
 import numpy as np
 
+from dislib_nn.training import _input_dtype
 from dislib_nn.training._components import first_float_dtype
 
 __all__ = ["PUBLIC", "PRIVATE", "ATTRIBUTES", "learn_inputs",
-           "learn_classes", "learn_targets", "start", "set_workers",
+           "settle_inputs", "input_kind", "learn_classes", "learn_targets", "start", "set_workers",
            "end_epoch", "finish", "note_batchnorm_recomputed",
            "resume", "for_file", "loaded",
            "snapshot", "Snapshot"]
@@ -35,12 +36,13 @@ __all__ = ["PUBLIC", "PRIVATE", "ATTRIBUTES", "learn_inputs",
 PUBLIC = ("module_", "history_", "n_epochs_", "classes_", "n_features_in_",
           "feature_names_in_", "n_workers_", "optimizer_states_")
 #: The private ones: the base seed (:mod:`._seeds`), the sizes filled in
-#: for the module, the sample shape, the targets' dimensions (regressors),
-#: the output adapter, and what the strategy carries to the next fit
+#: for the module, the sample shape, the inputs' kind (``"float"``,
+#: ``"int"`` or ``"bool"``: see :mod:`._input_dtype`), the targets'
+#: dimensions (regressors), the output adapter, and what the strategy carries to the next fit
 #: besides the optimizer states (``Carry.state``: the outer momentum
 #: buffer, the outer optimizer's state...).
-PRIVATE = ("_seed", "_inferred", "_sample_shape", "_y_ndim", "_output",
-           "_carried")
+PRIVATE = ("_seed", "_inferred", "_sample_shape", "_input_kind", "_y_ndim",
+           "_output", "_carried")
 ATTRIBUTES = PUBLIC + PRIVATE
 #: What ``save`` does not write as attributes: the module goes as its
 #: ``state_dict`` and the adapter is derived again at ``load``. What the
@@ -50,14 +52,21 @@ _NOT_IN_FILE = ("module_", "_output")
 
 
 # ------------------------------------------------------------------ fit
-def learn_inputs(est, sample_shape, feature_names):
-    """The sample shape, ``n_features_in_`` (2-D X) and
-    ``feature_names_in_`` (a DataFrame with string column names) of the
-    first fit."""
+def learn_inputs(est, sample_shape, feature_names, kind):
+    """The sample shape, the inputs' kind, ``n_features_in_`` (2-D X)
+    and ``feature_names_in_`` (a DataFrame with string column names) of
+    the first fit."""
     est._sample_shape = tuple(sample_shape)
+    est._input_kind = kind
     _set_or_drop(est, "n_features_in_", sample_shape[0]
                  if len(sample_shape) == 1 else None)
     _set_or_drop(est, "feature_names_in_", feature_names)
+
+
+def settle_inputs(est, kind):
+    """The kind the module takes X in (``"float"`` for integer X that
+    its forward takes as floats only; see :func:`._input_dtype.settle`)."""
+    est._input_kind = kind
 
 
 def learn_classes(est, classes):
@@ -136,6 +145,8 @@ def loaded(est, attributes, module):
             setattr(est, name, value)
     if "history_" not in attributes:
         est.history_ = []
+    if "_input_kind" not in attributes:     # written before it was kept
+        est._input_kind = _input_dtype.FLOAT
     est.module_ = module.cpu().eval()
     est._output = _adapter(est)
     est.optimizer_states_ = attributes.get("optimizer_states_")
@@ -184,9 +195,18 @@ class Snapshot:
 # -------------------------------------------------------------- helpers
 def _adapter(est):
     """The output adapter (:class:`~._targets.OutputAdapter`), derived
-    from the targets learned and the module's floating dtype."""
-    return est._targets.adapter(est, getattr(est, "_y_ndim", 1),
-                                first_float_dtype(est.module_))
+    from the targets learned, the inputs' kind and the module's floating
+    dtype."""
+    float_dtype = first_float_dtype(est.module_)
+    return est._targets.adapter(
+        est, getattr(est, "_y_ndim", 1), _input_dtype.module_input_dtype(
+            input_kind(est), float_dtype), float_dtype)
+
+
+def input_kind(est):
+    """The kind of inputs ``est`` was fitted on (``"float"`` for an
+    estimator pickled before the kind was kept)."""
+    return getattr(est, "_input_kind", _input_dtype.FLOAT)
 
 
 def _forget(est):

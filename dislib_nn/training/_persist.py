@@ -36,8 +36,9 @@ import types
 import torch
 
 from dislib_nn.exceptions import NotFittedError, ShapeError, UnsafeFileError
-from dislib_nn.training import _atomic_file, _fitted, _plain
-from dislib_nn.training._components import inferable_arguments, materialize
+from dislib_nn.training import _atomic_file, _fitted, _input_dtype, _plain
+from dislib_nn.training._components import (first_float_dtype,
+                                            inferable_arguments, materialize)
 
 __all__ = ["PersistMixin", "save_estimator", "load_estimator",
            "load_weights", "reduce_estimator"]
@@ -107,7 +108,7 @@ class PersistMixin:
         copy.__dict__.update(vars(self))
         return copy
 
-    def _module_for_load(self, inferred, sample_shape):
+    def _module_for_load(self, inferred, sample_shape, input_kind):
         self._validate_params()
         # Sizes fit inferred, for the arguments this module takes.
         names = inferable_arguments(self.module)
@@ -115,7 +116,8 @@ class PersistMixin:
                     if k in names}
         with torch.random.fork_rng(devices=[]):
             module = self._components(inferred).build_module()
-            materialize(module, sample_shape)
+            materialize(module, sample_shape, _input_dtype.module_input_dtype(
+                input_kind, first_float_dtype(module)))
         return module
 
 
@@ -141,7 +143,7 @@ def load_estimator(est, path, build_module, trusted=False):
     """Give ``est`` the fitted state saved in ``path``.
 
     ``est``'s own parameters decide the module (``build_module(inferred,
-    sample_shape)`` builds it); an estimator whose ``module`` is None
+    sample_shape, input_kind)`` builds it); an estimator whose ``module`` is None
     takes every parameter from the file first. A failed load leaves
     ``est`` as it was. Nothing in the file runs unless ``trusted``.
     """
@@ -171,8 +173,10 @@ def load_estimator(est, path, build_module, trusted=False):
         fitted = decode(content["fitted"])
         if est.module is None:
             est.set_params(**decode(content["params"]))
+        kind = fitted.get("_input_kind", _input_dtype.FLOAT)
+        _input_dtype.check_saved_kind(kind)
         module = build_module(fitted.get("_inferred"),
-                              fitted.get("_sample_shape"))
+                              fitted.get("_sample_shape"), kind)
         load_weights(module, content["weights"], source=source)
         _fitted.loaded(est, fitted, module)
     except BaseException:

@@ -34,7 +34,7 @@ class PredictMixin:
         check_is_fitted(self)
         self._check_feature_names(feature_names(X))
         X = _inputs.check_x(X)
-        self._check_predict_shape(tuple(X.shape[1:]))
+        self._check_predict_input(X)
         if _inputs.is_ds_tensor(X):
             return self._forward_ds(X, what)
         x = np.ascontiguousarray(X)
@@ -108,7 +108,7 @@ class PredictMixin:
             # predict checks the feature names and the shape of X.
             return self._score_arrays(given, y, sample_weight)
         self._check_feature_names(names)
-        self._check_predict_shape(tuple(X.shape[1:]))
+        self._check_predict_input(X)
         if sample_weight is not None:
             raise TypeError("score() takes sample_weight with array input "
                             "only; X or y is a DsTensor.")

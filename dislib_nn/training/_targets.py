@@ -57,7 +57,7 @@ class _Classification:
         check_classification_targets(y)
         return y
 
-    def y_dtype(self, x_dtype):
+    def y_dtype(self, float_dtype):
         return torch.int64
 
     def target_shape(self, y):
@@ -107,8 +107,9 @@ class _Classification:
                 "n_features_in": getattr(estimator, "n_features_in_",
                                          None)}
 
-    def adapter(self, estimator, y_ndim, x_dtype):
-        return OutputAdapter(self, len(estimator.classes_), False, x_dtype)
+    def adapter(self, estimator, y_ndim, x_dtype, float_dtype):
+        return OutputAdapter(self, len(estimator.classes_), False, x_dtype,
+                             float_dtype)
 
     def shape_output(self, adapter, output, criterion, target):
         # predict and predict_proba read one score per class, whatever
@@ -156,8 +157,8 @@ class _Regression:
                              f"{y.shape}.")
         return y
 
-    def y_dtype(self, x_dtype):
-        return x_dtype
+    def y_dtype(self, float_dtype):
+        return float_dtype
 
     def target_shape(self, y):
         """A target's shape as the training step sees it: y's row."""
@@ -187,8 +188,8 @@ class _Regression:
                 "n_features_in": getattr(estimator, "n_features_in_",
                                          None)}
 
-    def adapter(self, estimator, y_ndim, x_dtype):
-        return OutputAdapter(self, None, y_ndim == 1, x_dtype)
+    def adapter(self, estimator, y_ndim, x_dtype, float_dtype):
+        return OutputAdapter(self, None, y_ndim == 1, x_dtype, float_dtype)
 
     def shape_output(self, adapter, output, criterion, target):
         if adapter.flat_target and output.ndim == 2 and output.shape[1] == 1:
@@ -231,17 +232,24 @@ class OutputAdapter:
         For regressors: y was 1-D, so an output of shape (n, 1) is read as
         (n,) (a column would broadcast against a 1-D target in the loss).
     x_dtype : torch.dtype
-        The dtype inputs are cast to (the module's floating dtype).
+        The dtype the module receives inputs in: its floating dtype for
+        floating-point X, int64 or bool for integer or boolean X (see
+        :mod:`._input_dtype`).
+    float_dtype : torch.dtype
+        The module's floating dtype (a regressor's targets are cast to
+        it).
     """
 
-    def __init__(self, targets, n_classes, flat_target, x_dtype):
+    def __init__(self, targets, n_classes, flat_target, x_dtype,
+                 float_dtype):
         self.targets = targets
         self.n_classes = n_classes
         self.flat_target = flat_target
         self.x_dtype = x_dtype
+        self.float_dtype = float_dtype
 
     def y_dtype(self):
-        return self.targets.y_dtype(self.x_dtype)
+        return self.targets.y_dtype(self.float_dtype)
 
     def __call__(self, output, criterion=None, target=None):
         if not torch.is_tensor(output):

@@ -73,6 +73,45 @@ class Lazy(nn.Module):
         return self.fc(x)
 
 
+class TokenBag(nn.Module):
+    """Embeddings of integer token ids, averaged over a row, then a
+    linear layer: takes int64 inputs only."""
+
+    def __init__(self, n_tokens=40, dim=6, n_outputs=2):
+        super().__init__()
+        self.emb = nn.Embedding(n_tokens, dim)
+        self.out = nn.Linear(dim, n_outputs)
+
+    def forward(self, x):
+        return self.out(self.emb(x).mean(dim=1))
+
+
+class Parity(nn.Module):
+    """Reads the parity of an exact integer id (the first column): a
+    float32 copy of ids above 2**24 loses it."""
+
+    def __init__(self, n_outputs=2):
+        super().__init__()
+        self.out = nn.Linear(2, n_outputs)
+
+    def forward(self, x):
+        parity = nn.functional.one_hot(x[:, 0] % 2, 2).to(torch.float32)
+        return self.out(parity)
+
+
+class Flags(nn.Module):
+    """A linear layer over boolean inputs, which it checks are bool."""
+
+    def __init__(self, n_features_in=4, n_outputs=2):
+        super().__init__()
+        self.out = nn.Linear(n_features_in, n_outputs)
+
+    def forward(self, x):
+        if x.dtype != torch.bool:
+            raise TypeError(f"Flags takes bool inputs, got {x.dtype}")
+        return self.out(x.to(torch.float32))
+
+
 class SlowOddReplica(nn.Module):
     """A test hook: an MLP whose forward sleeps in every other task.
 
