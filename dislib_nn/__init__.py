@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "DsTensor": "dislib_nn.data",
     "from_array": "dislib_nn.data",
+    "from_dataset": "dislib_nn.data",
     "load_npy": "dislib_nn.data",
     "load_npy_files": "dislib_nn.data",
     "from_ds_array": "dislib_nn.data",

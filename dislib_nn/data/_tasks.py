@@ -54,6 +54,32 @@ def _read_npy_rows(path, start, stop):
 
 
 # ----------------------------------------------------------- transforms
+@task(returns=2)
+def _read_dataset_rows(dataset, start, stop, x_shape, x_dtype, y_shape,
+                       y_dtype):
+    """Items ``start:stop`` of a Dataset of ``(x, y)`` pairs as two
+    blocks, every item checked against item 0's shapes."""
+    from dislib_nn.data._dataset import item_array
+    n = stop - start
+    blocks = [shared_empty((n,) + tuple(shape), _torch_dtype(dtype))
+              for shape, dtype in ((x_shape, x_dtype), (y_shape, y_dtype))]
+    for row, index in enumerate(range(start, stop)):
+        item = dataset[index]
+        name = f"dataset[{index}]"
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(f"the items of a Dataset must be (x, y) pairs; "
+                            f"{name} is a {type(item).__name__}.")
+        for k, (block, shape) in enumerate(zip(blocks, (x_shape, y_shape))):
+            value = item_array(item[k], "fit", name, k)
+            if value.shape != tuple(shape):
+                raise ValueError(
+                    f"{'xy'[k]} of {name} has shape {value.shape}, but "
+                    f"dataset[0]'s has {tuple(shape)}: every item must "
+                    f"have the shapes of the first.")
+            _as_numpy(block)[row] = value
+    return blocks[0], blocks[1]
+
+
 @task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1})
 def _map(fn, blocks, sample_shape, dtype):
     """``fn(*blocks)`` as a tensor, checked against the expected geometry."""

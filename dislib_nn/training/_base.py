@@ -79,15 +79,19 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         return hasattr(self, "module_")
 
     # --------------------------------------------------------------- fit
-    def fit(self, X, y, resume=False):
+    def fit(self, X, y=None, resume=False):
         """Train the module for ``n_epochs`` epochs (more with warm_start).
 
         Parameters
         ----------
-        X : DsTensor, array-like, torch.Tensor or ds-array
+        X : DsTensor, array-like, torch.Tensor, ds-array or Dataset
             Samples, one per row; any sample shape the module accepts.
+            Integer and boolean X reach the module as int64 and bool. A
+            map-style ``torch.utils.data.Dataset`` of ``(x, y)`` pairs
+            holds the targets too (y is then None); its blocks are read
+            by tasks (:func:`dislib_nn.data.from_dataset`).
         y : DsTensor, array-like, torch.Tensor or ds-array
-            Targets, one per row.
+            Targets, one per row; None when X is a Dataset.
         resume : bool, default=False
             Continue from the checkpoint in ``checkpoint_dir`` when there
             is one (up to ``n_epochs`` epochs in all), and start afresh
@@ -140,7 +144,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             raise
         return self
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y=None):
         """Train for one more epoch, from the current model if fitted."""
         return self._partial_fit(X, y)
 

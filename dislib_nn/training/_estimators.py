@@ -302,7 +302,7 @@ class _Classifier(ClassifierMixin):
 
     _targets = CLASSIFICATION
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y=None, classes=None):
         """Train for one more epoch, from the current model if fitted.
 
         Parameters
@@ -322,7 +322,7 @@ class _Classifier(ClassifierMixin):
         """Class probabilities (softmax of the module's outputs)."""
         return self._forward(X, "proba")
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X, y=None, sample_weight=None):
         """Mean accuracy of ``predict(X)`` against ``y``.
 
         On a DsTensor it is computed by tasks, block by block (X is never
@@ -352,7 +352,7 @@ class _Regressor(RegressorMixin):
         """Predictions: a numpy array, or a DsTensor for a DsTensor."""
         return self._forward(X, "raw")
 
-    def score(self, X, y, sample_weight=None):
+    def score(self, X, y=None, sample_weight=None):
         """R² of ``predict(X)`` against ``y`` (uniform average over outputs).
 
         On a DsTensor it is computed by tasks, block by block (X is never

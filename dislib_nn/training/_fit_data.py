@@ -12,6 +12,7 @@ import numpy as np
 from dislib_nn import runtime
 from dislib_nn._user_warning import warn_user
 from dislib_nn.data import DsTensor
+from dislib_nn.data._dataset import from_dataset, is_dataset
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.training import _fitted
 from dislib_nn.training import _input_checks as _inputs
@@ -43,6 +44,7 @@ class FitDataMixin:
     def _check_fit_data(self, X, y, reset, classes=None):
         """Check X and y; learn (or check) ``classes_``, the shapes and
         the feature names."""
+        X, y = self._unpack_dataset(X, y, "fit")
         names = feature_names(X)
         if not reset:
             self._check_feature_names(names)
@@ -62,6 +64,27 @@ class FitDataMixin:
             _fitted.learn_inputs(self, tuple(X.shape[1:]), names,
                                  _input_dtype.kind_of(X.dtype))
         return {"X": X, "y": y, "y_ndim": len(y.shape)}
+
+    def _unpack_dataset(self, X, y, caller):
+        """``(X, y)`` as given, or two DsTensors of a torch Dataset of
+        ``(x, y)`` pairs given as X (one block per worker, each read by
+        its own task: :func:`dislib_nn.data.from_dataset`)."""
+        name = type(self).__name__
+        if not is_dataset(X):
+            if y is None:
+                raise ValueError(
+                    f"{name} requires y to be passed, but the target y is "
+                    f"None. Pass y, or X as a torch Dataset of (x, y) "
+                    f"pairs.")
+            return X, y
+        if y is not None:
+            raise ValueError(
+                f"{name}.{caller} was given a torch Dataset as X "
+                f"({type(X).__name__}), whose items hold the targets, and "
+                f"y={y!r:.60} too. Pass y=None (or leave it out).")
+        blocks = (self.n_workers or runtime.n_workers()) * (
+            BALANCE_BLOCKS_PER_WORKER if self.balance else 1)
+        return from_dataset(X, n_blocks=min(blocks, _len(X)))
 
     def _check_feature_names(self, names, warn=True):
         """Compare X's column names with ``feature_names_in_``, as
@@ -175,6 +198,13 @@ class FitDataMixin:
                 build(y, 1, train_sizes, range(len(parts))),
                 build(x, 2, [n_valid[i] for i in keep], keep),
                 build(y, 3, [n_valid[i] for i in keep], keep))
+
+
+def _len(dataset):
+    try:
+        return len(dataset)
+    except TypeError:
+        return 1        # from_dataset names what is wrong
 
 
 def feature_names(X):

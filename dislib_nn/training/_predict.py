@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dislib_nn import runtime
 from dislib_nn.data import DsTensor
+from dislib_nn.data._dataset import is_dataset
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training import _labels, _metrics
 from dislib_nn.training._components import Components
@@ -32,6 +33,8 @@ class PredictMixin:
         """``what`` of the fitted module on X: array in, array out;
         DsTensor in, DsTensor out (computed by tasks)."""
         check_is_fitted(self)
+        if is_dataset(X):
+            return self._forward_dataset(X, what)
         self._check_feature_names(feature_names(X))
         X = _inputs.check_x(X)
         self._check_predict_input(X)
@@ -44,6 +47,13 @@ class PredictMixin:
         raw = forward_batches(self.module_, x, self._predict_batch(),
                               torch.device("cpu"), self._output)
         return self._decode(raw, what)
+
+    def _forward_dataset(self, dataset, what):
+        """A torch Dataset's x's read by tasks and predicted by tasks;
+        the outputs come back as for an array X."""
+        x, _ = self._unpack_dataset(dataset, None, "predict")
+        self._check_predict_input(x)
+        return self._decode(self._forward_ds(x, "raw").collect(), what)
 
     def _decode(self, raw, what):
         if what == "proba":
@@ -97,6 +107,7 @@ class PredictMixin:
     def _score(self, X, y, sample_weight=None):
         """Accuracy (classifier) or R² (regressor) of predictions on X."""
         check_is_fitted(self)
+        X, y = self._unpack_dataset(X, y, "score")
         given, names = X, feature_names(X)
         # Other column names than fit's: an error before any other; the
         # warnings for names missing on one side come once, below.
