@@ -79,6 +79,9 @@ AHEAD = {("fit_app.py", "compss-concurrent-sync"): (
          ("fit_app.py", "python"): ("python", "fit_app.py"),
          ("data_app.py", "python"): ("python", "data_app.py"),
          ("raise_app.py", "compss"): ("compss", "raise_app.py"),
+         # Integer ids and a file-reading Dataset of the script's own.
+         ("inputs_app.py", "compss"): ("compss", "inputs_app.py"),
+         ("inputs_app.py", "python"): ("python", "inputs_app.py"),
          # The SLURM example killed mid-fit and run again (a driver
          # script: it starts the emulated runs itself).
          ("resume_example.py", "python"): ("python", "resume_example.py"),
