@@ -42,6 +42,7 @@ from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
 from dislib_nn.training._input_checks import check_rows
 from dislib_nn.training._params import ParamsMixin
+from dislib_nn.training._scoring import scorer_of
 from dislib_nn.training._persist import PersistMixin
 from dislib_nn.training._predict import PredictMixin
 from dislib_nn.training.callbacks import _checkpoint, _named
@@ -268,7 +269,8 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         def validate(model):
             return self._submit_scores(
                 components=components, state=model, x=data.x_valid,
-                y=data.y_valid, classes=None, with_loss=True)
+                y=data.y_valid, classes=None, with_loss=True,
+                wants=scorer_of(self).wants)
         return validate
 
     def _plan(self, setup, n_epochs):

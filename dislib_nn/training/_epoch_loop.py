@@ -22,6 +22,7 @@ import time
 from dislib_nn import runtime
 from dislib_nn.exceptions import TaskTimeoutError
 from dislib_nn.training import _metrics
+from dislib_nn.training._scoring import scorer_of
 from dislib_nn.training.callbacks._records import (EpochRecord, FitState,
                                                    merges_of)
 
@@ -123,8 +124,7 @@ def _read(state, callbacks, clock, handle, valid):
     if valid_stats:
         stats = _metrics.combine_all(valid_stats)
         history["valid_loss"] = _metrics.mean_loss(stats)
-        history["valid_score"] = float(
-            state.estimator._targets.score(stats))
+        history["valid_score"] = scorer_of(state.estimator)(stats)
     history.update(fields)
     record = EpochRecord(history, merges_of(handle.epoch + 1, history),
                          handle.model if handle.merged else None)

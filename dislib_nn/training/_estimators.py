@@ -157,6 +157,14 @@ _PARAMETERS = """
         ``valid_score`` after every merge.
     validation_data : tuple (X_val, y_val), default=None
         Validation data given explicitly (instead of the fraction).
+    scoring : str, default=None
+        The score of ``valid_score`` (in ``history_`` and the callbacks)
+        and of ``score``: a scikit-learn scorer name computed block by
+        block ("accuracy", "balanced_accuracy", "f1_macro", "f1_micro",
+        "f1_weighted", "precision_macro", "recall_macro", "neg_log_loss"
+        for classifiers; "r2", "neg_mean_absolute_error",
+        "neg_mean_squared_error", "neg_root_mean_squared_error" for
+        regressors). None: accuracy, or R² (docs/estimators.md).
     early_stopping : bool, default=False
         Stop when the validation loss (the training loss, without
         validation) has not improved for ``patience`` merges, and keep

@@ -16,36 +16,59 @@ __all__ = ["class_stats", "regression_stats", "combine", "combine_all",
            "accuracy", "r2", "mean_loss"]
 
 
-def class_stats(output, y, loss_sum=None):
+def class_stats(output, y, loss_sum=None, wants=()):
     """Sufficient statistics of one block of class scores.
 
     ``output`` holds class scores (n, n_classes), ``y`` encoded labels
     (n,); ``loss_sum`` is the criterion summed over the block's rows, when
-    it was computed.
+    it was computed. ``wants`` may ask for the block's ``"confusion"``
+    matrix (rows: true class) and its ``"log_loss"`` (the summed negative
+    log probabilities, in float64), for the scores of :mod:`._scoring`.
     """
     n = int(len(y))
-    correct = int((output.argmax(dim=1) == y).sum()) if n else 0
-    return {"n": n, "loss_sum": loss_sum, "correct": correct}
+    predicted = output.argmax(dim=1)
+    correct = int((predicted == y).sum()) if n else 0
+    stats = {"n": n, "loss_sum": loss_sum, "correct": correct}
+    k = int(output.shape[1]) if output.ndim == 2 else 0
+    if "confusion" in wants:
+        stats["confusion"] = torch.bincount(
+            y.to(torch.int64) * k + predicted.to(torch.int64),
+            minlength=k * k).reshape(k, k).numpy()
+    if "log_loss" in wants:
+        # scikit-learn's log_loss clips probabilities at float64's eps.
+        log_p = torch.log_softmax(output.detach().cpu().to(torch.float64),
+                                  dim=1)
+        picked = log_p.gather(1, y.to(torch.int64).reshape(-1, 1))
+        stats["log_loss_sum"] = float(-picked.clamp(
+            min=float(np.log(np.finfo(np.float64).eps))).sum())
+    return stats
 
 
-def regression_stats(output, y, loss_sum=None):
+def regression_stats(output, y, loss_sum=None, wants=()):
     """Sufficient statistics of one block of regression outputs.
 
-    ``output`` and ``y`` are (n,) or (n, k), shaped alike.
+    ``output`` and ``y`` are (n,) or (n, k), shaped alike; ``wants`` may
+    ask for ``"abs"``, the summed absolute errors per output.
     """
     n = int(len(y))
     yt = _columns(y)
     pred = _columns(output)
     mean = yt.mean(axis=0) if n else np.zeros(yt.shape[1])
-    return {"n": n, "loss_sum": loss_sum,
-            "sse": ((yt - pred) ** 2).sum(axis=0), "mean": mean,
-            "m2": ((yt - mean) ** 2).sum(axis=0)}
+    stats = {"n": n, "loss_sum": loss_sum,
+             "sse": ((yt - pred) ** 2).sum(axis=0), "mean": mean,
+             "m2": ((yt - mean) ** 2).sum(axis=0)}
+    if "abs" in wants:
+        stats["abs_sum"] = np.abs(yt - pred).sum(axis=0)
+    return stats
 
 
 def combine(a, b):
     """The statistics of two blocks together."""
     n = a["n"] + b["n"]
     out = {"n": n, "loss_sum": _add_optional(a["loss_sum"], b["loss_sum"])}
+    for key in _SUMMED:
+        if key in a:
+            out[key] = a[key] + b[key]
     if "correct" in a:
         out["correct"] = a["correct"] + b["correct"]
         return out
@@ -58,6 +81,10 @@ def combine(a, b):
     out["mean"] = a["mean"] + delta * b["n"] / n
     out["m2"] = a["m2"] + b["m2"] + delta ** 2 * a["n"] * b["n"] / n
     return out
+
+
+#: The statistics that add up as they are.
+_SUMMED = ("confusion", "log_loss_sum", "abs_sum")
 
 
 def combine_all(stats):

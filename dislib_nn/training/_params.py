@@ -27,6 +27,7 @@ from dislib_nn.training import _param_validation as p
 from dislib_nn.training._adaptive import LR_SCALINGS
 from dislib_nn.training._components import (PREFIXES, check_arguments,
                                             check_keywords, split_prefixed)
+from dislib_nn.training._scoring import SCORER_NAMES, check_scoring
 from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
                                                  check_callbacks,
                                                  name_callbacks)
@@ -63,6 +64,7 @@ class ParamsMixin:
         "outer_momentum": [p.Interval(_REAL, 0, 1, closed="left")],
         "validation_fraction": [p.Interval(_REAL, 0, 1, closed="left")],
         "validation_data": [p.NoneValue(), p.PairOfArrays()],
+        "scoring": [p.NoneValue(), p.Options(*SCORER_NAMES)],
         "early_stopping": [p.Boolean()],
         "patience": [p.Interval(_INT, 1, None)],
         "device": [p.DeviceSpec()],
@@ -96,7 +98,8 @@ class ParamsMixin:
                  sync_every="auto", lr_scaling="auto", shuffle="global",
                  optimizer_state="keep", outer_lr=1.0,
                  outer_momentum=0.0, validation_fraction=0.0,
-                 validation_data=None, early_stopping=False, patience=5,
+                 validation_data=None, scoring=None, early_stopping=False,
+                 patience=5,
                  device="auto", random_state=None, verbose=0,
                  warm_start=False, balance=False, checkpoint_dir=None,
                  on_failure="retry", max_retries=2, task_timeout=None,
@@ -121,6 +124,7 @@ class ParamsMixin:
         self.outer_momentum = outer_momentum
         self.validation_fraction = validation_fraction
         self.validation_data = validation_data
+        self.scoring = scoring
         self.early_stopping = early_stopping
         self.patience = patience
         self.device = device
@@ -186,6 +190,8 @@ class ParamsMixin:
         name = type(self).__name__
         check_keywords(self._extra_params, self._get_param_names(), name,
                        InvalidParameterError, more_prefixes=(PREFIX,))
+        # Before the constraint table: it names the estimator's scores.
+        check_scoring(self)
         p.validate(self._parameter_constraints,
                    self.get_params(deep=False), name)
         check_arguments(

@@ -17,6 +17,7 @@ from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training import _labels, _metrics
 from dislib_nn.training._components import Components
 from dislib_nn.training._fit_data import feature_names
+from dislib_nn.training._scoring import scorer_of
 from dislib_nn.training.tasks import _blocks
 from dislib_nn.training.tasks._sharded import ShardedModel
 from dislib_nn.training.tasks._torch_loop import forward_batches
@@ -93,19 +94,22 @@ class PredictMixin:
         return tuple(raw.shape[1:]), (torch.float32 if what == "proba"
                                       else raw.dtype)
 
-    def _submit_scores(self, components, state, x, y, classes, with_loss):
+    def _submit_scores(self, components, state, x, y, classes, with_loss,
+                       wants=()):
         score, model = _blocks._score_block, state
         if isinstance(state, ShardedModel):
             score, model = _blocks._score_block_shards, list(state)
         return [score(components, model, xb, yb, self._output, with_loss,
-                      self._predict_batch(), str(self.device), classes)
+                      self._predict_batch(), str(self.device), classes,
+                      wants)
                 for xb, yb in zip(x._blocks, y._blocks)]
 
     def _predict_batch(self):
         return max(self.batch_size, _PREDICT_BATCH)
 
     def _score(self, X, y, sample_weight=None):
-        """Accuracy (classifier) or R² (regressor) of predictions on X."""
+        """``scoring`` (accuracy for a classifier, R² for a regressor by
+        default) of predictions on X."""
         check_is_fitted(self)
         X, y = self._unpack_dataset(X, y, "score")
         given, names = X, feature_names(X)
@@ -117,7 +121,9 @@ class PredictMixin:
         _inputs.check_lengths(X, y)
         if not (_inputs.is_ds_tensor(X) or _inputs.is_ds_tensor(y)):
             # predict checks the feature names and the shape of X.
-            return self._score_arrays(given, y, sample_weight)
+            if self.scoring is None:
+                return self._score_arrays(given, y, sample_weight)
+            return self._scorer_on_arrays(given, y, sample_weight)
         self._check_feature_names(names)
         self._check_predict_input(X)
         if sample_weight is not None:
@@ -128,9 +134,19 @@ class PredictMixin:
         y, classes = self._targets.score_labels(self, y)
         y = _inputs.as_ds_tensor(y, block_sizes=sizes)
         components = Components(self.module_, {}, None, {}, None, {})
+        scorer = scorer_of(self)
         stats = runtime.wait_on(self._submit_scores(
-            components, None, x, y, classes, with_loss=False))
-        return float(self._targets.score(_metrics.combine_all(stats)))
+            components, None, x, y, classes, with_loss=False,
+            wants=scorer.wants))
+        return scorer(_metrics.combine_all(stats))
 
     def _score_arrays(self, X, y, sample_weight):
         raise NotImplementedError
+
+    def _scorer_on_arrays(self, X, y, sample_weight):
+        """``scoring`` on arrays: scikit-learn's scorer itself (labels
+        unseen in fit raise first, as without ``scoring``)."""
+        from sklearn.metrics import get_scorer  # 0.2 s: at first use
+        self._targets.score_labels(self, y)
+        return float(get_scorer(self.scoring)(self, X, y,
+                                              sample_weight=sample_weight))

@@ -127,11 +127,8 @@ class _Classification:
     def score_target(self, adapter, y):
         return y
 
-    def block_stats(self, output, y, loss_sum=None):
-        return _metrics.class_stats(output, y, loss_sum)
-
-    def score(self, stats):
-        return _metrics.accuracy(stats)
+    def block_stats(self, output, y, loss_sum=None, wants=()):
+        return _metrics.class_stats(output, y, loss_sum, wants)
 
 
 class _Regression:
@@ -209,11 +206,8 @@ class _Regression:
             return y[:, 0]
         return y
 
-    def block_stats(self, output, y, loss_sum=None):
-        return _metrics.regression_stats(output, y, loss_sum)
-
-    def score(self, stats):
-        return _metrics.r2(stats)
+    def block_stats(self, output, y, loss_sum=None, wants=()):
+        return _metrics.regression_stats(output, y, loss_sum, wants)
 
 
 CLASSIFICATION = _Classification()

@@ -53,10 +53,11 @@ _TEMP_PREFIX = ".checkpoint-"
 _FORMAT = 1
 #: parameters a resumed fit may change: they do not alter the epochs
 #: already run (n_epochs only says where the fit ends; a checkpoint holds
-#: the model before any BatchNorm recompute).
+#: the model before any BatchNorm recompute; scoring changes the
+#: valid_score of the epochs still to run).
 FREE_PARAMS = ("n_epochs", "verbose", "warm_start", "checkpoint_dir",
                "on_failure", "max_retries", "task_timeout",
-               "recompute_batchnorm")
+               "recompute_batchnorm", "scoring")
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
 

@@ -64,31 +64,32 @@ def _predict_block(components, state, x_block, output, what, batch_size,
 
 @task(returns=1)
 def _score_block(components, state, x_block, y_block, output, with_loss,
-                 batch_size, device, classes):
+                 batch_size, device, classes, wants=()):
     """Sufficient statistics for accuracy or R² (and the mean loss).
 
     ``state`` (a state dict, or None to use the module in ``components``
     as it is) is loaded into the module. ``classes`` is None when
     ``y_block`` already holds class indices; otherwise the labels are
-    encoded here and unseen ones raise ValueError.
+    encoded here and unseen ones raise ValueError. ``wants``: the
+    statistics a score needs beyond the counts (:mod:`.._scoring`).
     """
     return _block_stats(components, state, x_block, y_block, output,
-                        with_loss, batch_size, device, classes)
+                        with_loss, batch_size, device, classes, wants)
 
 
 @task(returns=1, shards={Type: COLLECTION_IN, Depth: 1})
 def _score_block_shards(components, shards, x_block, y_block, output,
-                        with_loss, batch_size, device, classes):
+                        with_loss, batch_size, device, classes, wants=()):
     """``_score_block`` of a model held as its shards
     (``merge="sharded"``), joined here: where the next round's training
     fetched them already."""
     return _block_stats(components, _shards.model_from(shards), x_block,
                         y_block, output, with_loss, batch_size, device,
-                        classes)
+                        classes, wants)
 
 
 def _block_stats(components, state, x_block, y_block, output, with_loss,
-                 batch_size, device, classes):
+                 batch_size, device, classes, wants):
     module, dev = _model(components, state, device)
     y = torch.as_tensor(y_block) if classes is None else torch.from_numpy(
         _labels.encode(_numpy(y_block), classes, "y"))
@@ -100,7 +101,7 @@ def _block_stats(components, state, x_block, y_block, output, with_loss,
         criterion = components.build_criterion()
         with torch.no_grad():
             loss_sum = float(criterion(raw, y)) * len(y)
-    return output.targets.block_stats(raw, y, loss_sum)
+    return output.targets.block_stats(raw, y, loss_sum, wants)
 
 
 def _model(components, state, device):
