@@ -9,9 +9,10 @@ waited for after epoch ``e + lag`` is submitted (``lag`` is the
 strategy's :attr:`~.strategies._interface.Strategy.scalar_lag`, asked
 after each submission, or 0 when a callback needs each epoch's record
 before the next is submitted), so workers never idle while the master
-reads them. The master waits for scalars only (sample counts, loss sums,
-task times, validation statistics), never weights, in one ``wait_on``
-per epoch. Every task the epochs submit runs under the estimator's
+reads them. The loop itself waits for scalars only (sample counts, loss
+sums, task times, validation statistics), never weights, in one
+``wait_on`` per epoch; a callback may wait for more (the Checkpoint
+callback fetches the model of the epochs it writes). Every task the epochs submit runs under the estimator's
 ``task_timeout`` (a ``runtime.time_out`` block): one that runs longer
 fails as the runtime's time-outs do, and its ``on_failure`` applies.
 """

@@ -170,10 +170,17 @@ class ParamsMixin:
     def set_params(self, **params):
         """Set parameters, prefixed component arguments included.
 
-        Like ``__init__``, it stores values without checking them: ``fit``
-        does, and rejects unknown names with a "did you mean" hint.
+        An unknown name raises at once, with a "did you mean" hint, as
+        scikit-learn's ``set_params`` does, and sets nothing (``kwargs``,
+        the name ``__init__``'s signature gives its catch-all, is stored
+        as ``__init__`` stores it). Values are stored without checking
+        them, as ``__init__`` stores them: ``fit`` checks them.
         """
         names = self._get_param_names()
+        check_keywords([key for key in params
+                        if key not in names and key != "kwargs"], names,
+                       f"{type(self).__name__}.set_params",
+                       InvalidParameterError, more_prefixes=(PREFIX,))
         plain = {}
         for key, value in params.items():
             if key in names:

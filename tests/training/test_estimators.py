@@ -433,8 +433,12 @@ def test_unknown_parameters_get_a_did_you_mean_hint(key, hint):
     clf = _clf(**{key: 1})
     with pytest.raises(InvalidParameterError, match=re.escape(hint)):
         clf.fit(X, y)
+    # set_params raises at once, as scikit-learn's does, and sets
+    # nothing of the call.
+    clf = _clf()
     with pytest.raises(InvalidParameterError, match=re.escape(hint)):
-        _clf().set_params(**{key: 1}).fit(X, y)
+        clf.set_params(lr=0.5, **{key: 1})
+    assert clf.get_params() == _clf().get_params()
 
 
 def test_grid_search_over_prefixed_params():

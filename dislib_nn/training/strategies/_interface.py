@@ -2,7 +2,7 @@
 
 A strategy decides *what runs when* in a fit: which tasks train each
 replica, when and how replicas merge. The estimator base drives it
-through four calls and knows nothing else about it:
+through five calls and knows nothing else about it:
 
 ``submit_epoch(epoch, lr, last, want_model)``
     Submit one epoch's tasks (training, merges); wait for nothing.
