@@ -11,9 +11,11 @@
 #
 # Set-up uses the active virtual environment when there is one
 # ($VIRTUAL_ENV), else creates .venv here. torch is installed only when
-# none is importable, as the CPU build pinned below; install your own
-# build first (a CUDA one on GPU machines) and it is kept. Override on the
-# command line: make test TORCH=torch==2.13.0 TORCH_PIP_ARGS="--index-url URL"
+# none is importable, as the version pinned below, in the build the
+# package index serves (from PyPI on Linux: the CUDA build; for the CPU
+# one, TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu");
+# install your own build first and it is kept. Override on the command
+# line: make test TORCH=torch==2.13.0 TORCH_PIP_ARGS="--index-url URL"
 # PYTEST_ARGS="-x -q tests/data".
 
 PYTHON ?= python3
