@@ -26,7 +26,6 @@ works the integer error stands, and the one-sample trial names it.
 
 import numpy as np
 import torch
-from sklearn.exceptions import DataConversionWarning
 
 from dislib_nn._user_warning import warn_user
 from dislib_nn.training._components import first_float_dtype
@@ -80,6 +79,7 @@ def settle(module, sample_shape, kind):
         _probe(module, sample_shape, float_dtype)
     except Exception:  # noqa: BLE001 - the integer error stands
         return kind
+    from sklearn.exceptions import DataConversionWarning  # master only
     exact = (" (integers above 2**24 lose their last digits)"
              if kind == INT and float_dtype != torch.float64 else "")
     warn_user(

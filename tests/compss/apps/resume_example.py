@@ -37,6 +37,10 @@ def _args(folder):
 
 
 def main():
+    # Ended early (the suite stopped, RunAhead sends SIGTERM): leave
+    # through the finally below, which ends what the runs started (the
+    # emulator's executors live in sessions of their own).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     with tempfile.TemporaryDirectory(prefix="resume_example_") as folder:
         # The emulator's run folders (the killed run keeps its own) too.
         try:
