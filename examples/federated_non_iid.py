@@ -13,7 +13,12 @@ smallest alpha, in the folder ``--out`` (created if missing; by default
 from a checkout leaves nothing in it). A plain single-process PyTorch
 loop trained on all the clients' rows together, with the same
 optimizer, epochs and batch size, is printed beside them: the accuracy
-that IID clients should reach.
+that IID clients should reach. Under each row, ``ran:`` says what the
+fit ran: the merge schedule and learning-rate factor its ``"auto"``
+defaults resolved to (``history_[i]["schedule"]``), the asynchronous
+strategy's ``max_lag`` among them (with 4 clients of few steps the
+defaults pick ``max_lag=0``, merges in a fixed order, so that row
+trains much as ``sync`` does), and the row's own parameters.
 
     python examples/federated_non_iid.py            # about 80 s on 2 cores
     python examples/federated_non_iid.py --tiny     # a smoke run
@@ -103,6 +108,7 @@ def main(argv=None):
                   f"{t_clients.block_sizes}  classes per client "
                   f"{[int((m > 0).sum()) for m in mixes[alpha]]}  test "
                   f"accuracy {results[name, alpha]:.4f}", flush=True)
+            print(f"{'':<12} ran: {ran(clf, params)}", flush=True)
     # One torch thread, as each worker of dislib_nn uses.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -114,6 +120,23 @@ def main(argv=None):
           f"{results['plain PyTorch', None]:.4f}", flush=True)
     plot(results, mixes, alphas, os.path.join(out, "federated_non_iid.png"))
     return results
+
+
+def ran(clf, params):
+    """What a fit really ran: the schedule its "auto" defaults resolved
+    to (history_ records it), and the strategy's own parameters."""
+    schedule = dict(clf.history_[-1]["schedule"])
+    parts = [f"sync_every={schedule.pop('sync_every')}",
+             f"lr x{schedule.pop('lr_factor'):g}"]
+    adapted = schedule.pop("adapted")
+    steps = schedule.pop("steps")
+    schedule.pop("warmup")
+    parts += [f"{key}={value!r}" for key, value in schedule.items()]
+    parts += [f"{key}={value!r}" for key, value in params.items()]
+    why = (f"the 'auto' defaults adapted to {steps} steps per client "
+           f"and epoch" if adapted else f"{steps} steps per client and "
+           f"epoch")
+    return f"{', '.join(parts)} ({why})"
 
 
 def plain_pytorch(init, X, y, X_test, y_test, epochs, batch_size, lr, seed):

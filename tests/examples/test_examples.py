@@ -92,6 +92,11 @@ def _scores_federated_non_iid(stdout):
     plain = re.findall(r"^all rows\s+plain PyTorch.*test accuracy (\S+)$",
                        stdout, re.MULTILINE)
     assert len(plain) == 1, stdout[-3000:]
+    # Under every row, what it ran: the asynchronous rows' max_lag too.
+    ran = re.findall(r"^\s+ran: (.*)$", stdout, re.MULTILINE)
+    assert len(ran) == len(found), stdout[-3000:]
+    assert all("max_lag=" in line for (_, name, _), line in zip(found, ran)
+               if name == "async"), ran
     return _number(plain[0]), {f"{split}, {name}": _number(score)
                                for split, name, score in found}
 
