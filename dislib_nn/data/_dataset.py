@@ -23,7 +23,7 @@ import torch
 
 from dislib_nn.data import _validation as v
 from dislib_nn.data._creation import from_array
-from dislib_nn.data._tasks import _read_dataset_rows
+from dislib_nn.data._tasks import _read_dataset_rows, _torch_dtype
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.runtime import by_value, n_workers
 
@@ -63,7 +63,7 @@ def from_dataset(dataset, block_size=None, n_blocks=None):
     >>> x
     DsTensor(shape=(10, 3), dtype=torch.float32, block_sizes=(5, 5))
     """
-    n_rows = _check(dataset, "from_dataset", "dataset")
+    n_rows, first = _check(dataset, "from_dataset", "dataset")
     sizes = v.block_sizes(n_rows, block_size, n_blocks, "from_dataset",
                           n_workers())
     tensors = getattr(dataset, "tensors", None)
@@ -72,21 +72,20 @@ def from_dataset(dataset, block_size=None, n_blocks=None):
         return (from_array(tensors[0], block_size=list(sizes)),
                 from_array(tensors[1], block_size=list(sizes)))
     x0, y0 = (item_array(value, "from_dataset", "dataset[0]", k)
-              for k, value in enumerate(dataset[0]))
+              for k, value in enumerate(first))
     wire = _wire(dataset, "from_dataset", "dataset")
     bounds = v.offsets(sizes)
     blocks = [_read_dataset_rows(
         wire, int(bounds[i]), int(bounds[i + 1]), x0.shape, x0.dtype,
         y0.shape, y0.dtype) for i in range(len(sizes))]
     return tuple(DsTensor._from_blocks(
-        [b[k] for b in blocks], sizes, first.shape,
-        torch.from_numpy(np.empty(0, first.dtype)).dtype)
-        for k, first in enumerate((x0, y0)))
+        [b[k] for b in blocks], sizes, item.shape, _torch_dtype(item.dtype))
+        for k, item in enumerate((x0, y0)))
 
 
 def _check(dataset, caller, name):
-    """The number of items of a map-style Dataset of pairs; errors name
-    what is wrong before any task runs."""
+    """``(number of items, item 0)`` of a map-style Dataset of pairs;
+    errors name what is wrong before any task runs."""
     kind = type(dataset).__name__
     if isinstance(dataset, torch.utils.data.IterableDataset):
         raise TypeError(
@@ -109,7 +108,7 @@ def _check(dataset, caller, name):
         raise TypeError(
             f"{caller}: the items of '{name}' ({kind}) must be (x, y) "
             f"pairs; {name}[0] is {what}.")
-    return n_rows
+    return n_rows, item
 
 
 def item_array(value, caller, name, position):

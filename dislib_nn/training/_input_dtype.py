@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from dislib_nn._user_warning import warn_user
-from dislib_nn.training._components import first_float_dtype
+from dislib_nn.training._components import first_float_dtype, materialize
 
 __all__ = ["FLOAT", "INT", "BOOL", "kind_of", "module_input_dtype",
            "numpy_dtype", "check_kind", "check_saved_kind", "settle"]
@@ -67,7 +67,7 @@ def settle(module, sample_shape, kind):
     warning). Lazy layers are shaped by the first forward that gets that
     far, as :func:`~._components.materialize` does."""
     if kind == FLOAT:
-        _probe(module, sample_shape, first_float_dtype(module), lazy=True)
+        materialize(module, sample_shape, first_float_dtype(module))
         return kind
     try:
         _probe(module, sample_shape, _TORCH[kind])
@@ -93,14 +93,10 @@ def settle(module, sample_shape, kind):
     return FLOAT
 
 
-def _probe(module, sample_shape, dtype, lazy=False):
+def _probe(module, sample_shape, dtype):
     """One zero sample of ``dtype`` through ``module``, in eval mode
     without gradients (nothing changes, but lazy layers take their
-    shapes); ``lazy``: only when the module has lazy layers."""
-    if lazy and not any(
-            isinstance(t, torch.nn.parameter.UninitializedTensorMixin)
-            for t in list(module.parameters()) + list(module.buffers())):
-        return
+    shapes)."""
     training = module.training
     module.eval()
     try:
