@@ -298,7 +298,16 @@ def check_step(components, module, adapter, sample_shape, target_shape,
                            f"module's dtype, integer X as torch.int64), "
                            f"which fit tries before any task runs")
                 raise
-            loss = criterion(adapter(output, criterion, target), target)
+            try:
+                loss = adapter.loss(output, criterion, target)
+            except Exception as exc:
+                if adapter.loss_input == "all":
+                    _note(exc, f"raised by criterion "
+                               f"{_name(components.criterion)} given all "
+                               f"the module's forward returns "
+                               f"({type(output).__name__}) and the "
+                               f"targets, as loss_input='all' asks")
+                raise
     finally:
         module.train(training)
     if not torch.is_tensor(loss) or loss.dim() != 0:

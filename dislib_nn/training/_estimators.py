@@ -268,6 +268,16 @@ _PARAMETERS = """
         replicas or more. Nothing runs for a module without BatchNorm
         layers tracking running statistics. The last epoch's
         ``valid_score`` is of the model before. See docs/strategies.md.
+    output : int, str or None, default=None
+        For a module whose forward returns several outputs: the one
+        ``predict`` returns and the loss is computed on. None: a tensor
+        as it is, the first element of a tuple, the first value of a
+        dict; an int: that element of a tuple; a str: that key of a dict
+        or field of a named tuple (docs/estimators.md).
+    loss_input : {{"output", "all"}}, default="output"
+        What the criterion receives besides the targets: the selected
+        ``output``, or ``"all"`` the forward returned (a tuple or dict as
+        it is), for a loss that combines several heads.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
         ``criterion__``, ``optimizer__`` and ``lr_schedule__``.

@@ -19,7 +19,8 @@ from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.tasks._precision import (PRECISIONS,
                                                  check_device_parameter)
 
-__all__ = ["Interval", "EpochFraction", "Options", "Boolean", "NoneValue",
+__all__ = ["Interval", "EpochFraction", "Options", "Text", "Boolean",
+           "NoneValue",
            "Callable",
            "PathLike", "ModuleSpec", "DeviceSpec", "RandomState",
            "PairOfArrays", "Precision", "validate"]
@@ -71,6 +72,16 @@ class Options:
     def __str__(self):
         return ("a str among {"
                 + ", ".join(repr(o) for o in self.options) + "}")
+
+
+class Text:
+    """A non-empty str."""
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, str) and value != ""
+
+    def __str__(self):
+        return "a non-empty str"
 
 
 class EpochFraction:

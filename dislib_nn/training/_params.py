@@ -27,7 +27,7 @@ from dislib_nn.training import _param_validation as p
 from dislib_nn.training._adaptive import LR_SCALINGS
 from dislib_nn.training._components import (PREFIXES, check_arguments,
                                             check_keywords, split_prefixed)
-from dislib_nn.training._scoring import SCORER_NAMES, check_scoring
+from dislib_nn.training._scoring import ScoringSpec, check_scoring
 from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
                                                  check_callbacks,
                                                  name_callbacks)
@@ -64,7 +64,7 @@ class ParamsMixin:
         "outer_momentum": [p.Interval(_REAL, 0, 1, closed="left")],
         "validation_fraction": [p.Interval(_REAL, 0, 1, closed="left")],
         "validation_data": [p.NoneValue(), p.PairOfArrays()],
-        "scoring": [p.NoneValue(), p.Options(*SCORER_NAMES)],
+        "scoring": [p.NoneValue(), ScoringSpec()],
         "early_stopping": [p.Boolean()],
         "patience": [p.Interval(_INT, 1, None)],
         "device": [p.DeviceSpec()],
@@ -86,6 +86,8 @@ class ParamsMixin:
         "precision": [p.Precision()],
         "merge_precision": [p.Options("fp32", "bf16")],
         "recompute_batchnorm": [p.Boolean(), p.Options("auto")],
+        "output": [p.NoneValue(), p.Interval(_INT, 0, None), p.Text()],
+        "loss_input": [p.Options("output", "all")],
         "callbacks": [p.NoneValue(), p.CallbackList()],
         "outer_optimizer": [p.NoneValue(), p.Callable(
             "a torch.optim.Optimizer subclass or a callable returning "
@@ -107,7 +109,7 @@ class ParamsMixin:
                  accumulate_grad_batches=1,
                  precision="fp32", callbacks=None, outer_optimizer=None,
                  merge_precision="fp32", recompute_batchnorm="auto",
-                 **kwargs):
+                 output=None, loss_input="output", **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -144,6 +146,8 @@ class ParamsMixin:
         self.outer_optimizer = outer_optimizer
         self.merge_precision = merge_precision
         self.recompute_batchnorm = recompute_batchnorm
+        self.output = output
+        self.loss_input = loss_input
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -197,7 +201,8 @@ class ParamsMixin:
         name = type(self).__name__
         check_keywords(self._extra_params, self._get_param_names(), name,
                        InvalidParameterError, more_prefixes=(PREFIX,))
-        # Before the constraint table: it names the estimator's scores.
+        # Before the constraint table: it names what does not fit the
+        # estimator (a name, a callable), not only a str or a callable.
         check_scoring(self)
         p.validate(self._parameter_constraints,
                    self.get_params(deep=False), name)

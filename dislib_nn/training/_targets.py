@@ -18,6 +18,7 @@ from dislib_nn.runtime import wait_on
 from dislib_nn.training import _fitted
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training import _labels, _metrics
+from dislib_nn.training._outputs import pick
 from dislib_nn.training._sklearn_checks import (check_array,
                                                 check_classification_targets,
                                                 column_or_1d)
@@ -109,7 +110,7 @@ class _Classification:
 
     def adapter(self, estimator, y_ndim, x_dtype, float_dtype):
         return OutputAdapter(self, len(estimator.classes_), False, x_dtype,
-                             float_dtype)
+                             float_dtype, *_selection(estimator))
 
     def shape_output(self, adapter, output, criterion, target):
         # predict and predict_proba read one score per class, whatever
@@ -186,7 +187,8 @@ class _Regression:
                                          None)}
 
     def adapter(self, estimator, y_ndim, x_dtype, float_dtype):
-        return OutputAdapter(self, None, y_ndim == 1, x_dtype, float_dtype)
+        return OutputAdapter(self, None, y_ndim == 1, x_dtype, float_dtype,
+                             *_selection(estimator))
 
     def shape_output(self, adapter, output, criterion, target):
         if adapter.flat_target and output.ndim == 2 and output.shape[1] == 1:
@@ -232,25 +234,51 @@ class OutputAdapter:
     float_dtype : torch.dtype
         The module's floating dtype (a regressor's targets are cast to
         it).
+    select : int, str or None
+        The estimator's ``output``: which of several outputs of the
+        forward is predicted (:func:`._outputs.pick`).
+    loss_input : {"output", "all"}
+        The estimator's ``loss_input``: the criterion gets the selected
+        output, or all the forward returned.
     """
 
     def __init__(self, targets, n_classes, flat_target, x_dtype,
-                 float_dtype):
+                 float_dtype, select=None, loss_input="output"):
         self.targets = targets
         self.n_classes = n_classes
         self.flat_target = flat_target
         self.x_dtype = x_dtype
         self.float_dtype = float_dtype
+        self.select = select
+        self.loss_input = loss_input
 
     def y_dtype(self):
         return self.targets.y_dtype(self.float_dtype)
 
     def __call__(self, output, criterion=None, target=None):
-        if not torch.is_tensor(output):
-            raise TypeError(
-                f"the module's forward must return a tensor. It returned "
-                f"a {type(output).__name__}.")
-        return self.targets.shape_output(self, output, criterion, target)
+        """The predictions in ``output`` (what the forward returned),
+        checked and shaped for the targets."""
+        return self.targets.shape_output(
+            self, pick(output, self.select), criterion, target)
+
+    def loss(self, output, criterion, target):
+        """The criterion's loss of a batch whose forward returned
+        ``output``: on the predictions, or on all of it."""
+        predictions = self(output, criterion, target)
+        if self.loss_input == "all":
+            return criterion(output, target)
+        return criterion(predictions, target)
+
+    def __setstate__(self, state):
+        # Adapters pickled before outputs could be selected.
+        state.setdefault("select", None)
+        state.setdefault("loss_input", "output")
+        self.__dict__.update(state)
+
+
+def _selection(estimator):
+    return (getattr(estimator, "output", None),
+            getattr(estimator, "loss_input", "output"))
 
 
 def _check_finite_labels(y, name):

@@ -4,6 +4,7 @@ import fcntl
 import os
 import signal
 import time
+import typing
 
 import torch
 from torch import nn
@@ -211,3 +212,39 @@ class FaultOnCalls(nn.Module):
                     return self.fc(x)
                 raise RuntimeError(f"injected fault on call {call}")
         return self.fc(x)
+
+
+class TwoHeads(nn.Module):
+    """Class scores and an auxiliary head, returned as a tuple, a dict
+    (auxiliary first, so that its first value is not the scores) or a
+    named tuple."""
+
+    def __init__(self, n_features_in=4, n_classes=3, returns="tuple"):
+        super().__init__()
+        self.returns = returns
+        self.body = nn.Linear(n_features_in, 8)
+        self.logits = nn.Linear(8, n_classes)
+        self.aux = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        logits, aux = self.logits(h), self.aux(h)
+        if self.returns == "dict":
+            return {"aux": aux, "logits": logits}
+        if self.returns == "named":
+            return Heads(aux, logits)
+        return logits, aux
+
+
+class Heads(typing.NamedTuple):
+    aux: torch.Tensor
+    logits: torch.Tensor
+
+
+class HeadsLoss(nn.Module):
+    """Cross-entropy on the scores plus a penalty on the auxiliary head:
+    a criterion of all a :class:`TwoHeads` returns."""
+
+    def forward(self, output, y):
+        return (nn.functional.cross_entropy(output["logits"], y)
+                + 0.1 * output["aux"].pow(2).mean())

@@ -12,7 +12,8 @@ from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training import _labels
 from dislib_nn.training.merge import _shards
 from dislib_nn.training.tasks._device import resolve_device, size_threads
-from dislib_nn.training.tasks._torch_loop import forward_batches
+from dislib_nn.training.tasks._torch_loop import forward_batches, \
+    loss_of_batches
 
 __all__ = []
 
@@ -99,8 +100,12 @@ def _block_stats(components, state, x_block, y_block, output, with_loss,
     loss_sum = None
     if with_loss and len(y):
         criterion = components.build_criterion()
-        with torch.no_grad():
-            loss_sum = float(criterion(raw, y)) * len(y)
+        if output.loss_input == "all":      # on all the forward returns
+            loss_sum = loss_of_batches(module, torch.as_tensor(x_block), y,
+                                       batch_size, dev, output, criterion)
+        else:
+            with torch.no_grad():
+                loss_sum = float(criterion(raw, y)) * len(y)
     return output.targets.block_stats(raw, y, loss_sum, wants)
 
 

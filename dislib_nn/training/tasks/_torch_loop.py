@@ -325,8 +325,7 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
         xb = xb.to(device=device, dtype=x_dtype)
         yb = yb.to(device=device, dtype=y_dtype)
         with _autocast(device, autocast_dtype):
-            out = output(model(xb), criterion, yb)
-            loss = criterion(out, yb)
+            loss = output.loss(model(xb), criterion, yb)
         scaled = loss / k
         (scaled if scaler is None else scaler.scale(scaled)).backward()
         if (i + 1) % k == 0 or i == len(batches) - 1:
@@ -401,6 +400,21 @@ def forward_batches(model, x, batch_size, device, output):
     if not outs:
         return torch.empty((0,))
     return torch.cat(outs)
+
+
+def loss_of_batches(model, x, y, batch_size, device, output, criterion):
+    """The summed loss (mean times rows, batch by batch) of the module
+    on ``x`` against ``y`` in eval mode, for ``loss_input="all"``, whose
+    criterion takes all the forward returns."""
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for start in range(0, len(x), batch_size):
+            xb = x[start:start + batch_size].to(device=device,
+                                                dtype=output.x_dtype)
+            yb = y[start:start + batch_size].to(device)
+            total += float(output.loss(model(xb), criterion, yb)) * len(xb)
+    return total
 
 
 def _has_batch_norm(model):
