@@ -157,14 +157,22 @@ _PARAMETERS = """
         ``valid_score`` after every merge.
     validation_data : tuple (X_val, y_val), default=None
         Validation data given explicitly (instead of the fraction).
-    scoring : str, default=None
+    scoring : str or callable, default=None
         The score of ``valid_score`` (in ``history_`` and the callbacks)
-        and of ``score``: a scikit-learn scorer name computed block by
-        block ("accuracy", "balanced_accuracy", "f1_macro", "f1_micro",
+        and of ``score``: a scikit-learn scorer name, or a callable
+        ``scorer(estimator, X, y) -> float`` (``make_scorer(...)``, a
+        function). These names are computed block by block:
+        "accuracy", "balanced_accuracy", "f1_macro", "f1_micro",
         "f1_weighted", "precision_macro", "recall_macro", "neg_log_loss"
         for classifiers; "r2", "neg_mean_absolute_error",
         "neg_mean_squared_error", "neg_root_mean_squared_error" for
-        regressors). None: accuracy, or R² (docs/estimators.md).
+        regressors. Any other scorer is computed exactly on the master,
+        from the module outputs the validation (or ``score``) tasks
+        return, one row per sample (never X), with an estimator that
+        predicts those rows; it is never sent to a task. A scorer of the
+        other kind of estimator, or one needing a method this one lacks,
+        is refused before any task. None: accuracy, or R²
+        (docs/estimators.md).
     early_stopping : bool, default=False
         Stop when the validation loss (the training loss, without
         validation) has not improved for ``patience`` merges, and keep
@@ -341,7 +349,7 @@ class _Classifier(ClassifierMixin):
         return self._forward(X, "proba")
 
     def score(self, X, y=None, sample_weight=None):
-        """Mean accuracy of ``predict(X)`` against ``y``.
+        """Mean accuracy of ``predict(X)`` against ``y`` (or ``scoring``).
 
         On a DsTensor it is computed by tasks, block by block (X is never
         collected); ``sample_weight`` is for array input only. Labels
@@ -371,7 +379,8 @@ class _Regressor(RegressorMixin):
         return self._forward(X, "raw")
 
     def score(self, X, y=None, sample_weight=None):
-        """R² of ``predict(X)`` against ``y`` (uniform average over outputs).
+        """R² of ``predict(X)`` against ``y`` (uniform average over
+        outputs), or ``scoring``.
 
         On a DsTensor it is computed by tasks, block by block (X is never
         collected); ``sample_weight`` is for array input only.

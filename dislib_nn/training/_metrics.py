@@ -6,14 +6,17 @@ merges them in any order (Chan et al.'s parallel variance update), and
 :func:`accuracy`, :func:`r2` and :func:`mean_loss` read a score off the
 result. R² follows :func:`sklearn.metrics.r2_score` with its defaults
 (uniform average over outputs; a constant target scores 1.0 when
-predicted exactly and 0.0 otherwise).
+predicted exactly and 0.0 otherwise). A score that no such statistics
+give (:mod:`._scoring`'s exact path) asks each block for its
+``"outputs"``: the module's output rows and the targets, which
+:func:`combine_all` concatenates in block order.
 """
 
 import numpy as np
 import torch
 
-__all__ = ["class_stats", "regression_stats", "combine", "combine_all",
-           "accuracy", "r2", "mean_loss"]
+__all__ = ["class_stats", "regression_stats", "outputs_of", "combine",
+           "combine_all", "accuracy", "r2", "mean_loss"]
 
 
 def class_stats(output, y, loss_sum=None, wants=()):
@@ -23,7 +26,9 @@ def class_stats(output, y, loss_sum=None, wants=()):
     (n,); ``loss_sum`` is the criterion summed over the block's rows, when
     it was computed. ``wants`` may ask for the block's ``"confusion"``
     matrix (rows: true class) and its ``"log_loss"`` (the summed negative
-    log probabilities, in float64), for the scores of :mod:`._scoring`.
+    log probabilities, in float64) and its ``"outputs"`` (the rows of
+    ``output`` and ``y``, :func:`outputs_of`), for the scores of
+    :mod:`._scoring`.
     """
     n = int(len(y))
     predicted = output.argmax(dim=1)
@@ -41,6 +46,8 @@ def class_stats(output, y, loss_sum=None, wants=()):
         picked = log_p.gather(1, y.to(torch.int64).reshape(-1, 1))
         stats["log_loss_sum"] = float(-picked.clamp(
             min=float(np.log(np.finfo(np.float64).eps))).sum())
+    if "outputs" in wants:
+        stats.update(outputs_of(output, y))
     return stats
 
 
@@ -48,7 +55,8 @@ def regression_stats(output, y, loss_sum=None, wants=()):
     """Sufficient statistics of one block of regression outputs.
 
     ``output`` and ``y`` are (n,) or (n, k), shaped alike; ``wants`` may
-    ask for ``"abs"``, the summed absolute errors per output.
+    ask for ``"abs"``, the summed absolute errors per output, and
+    ``"outputs"`` (:func:`outputs_of`).
     """
     n = int(len(y))
     yt = _columns(y)
@@ -59,13 +67,27 @@ def regression_stats(output, y, loss_sum=None, wants=()):
              "m2": ((yt - mean) ** 2).sum(axis=0)}
     if "abs" in wants:
         stats["abs_sum"] = np.abs(yt - pred).sum(axis=0)
+    if "outputs" in wants:
+        stats.update(outputs_of(output, y))
     return stats
 
 
+def outputs_of(output, y):
+    """A block's ``"outputs"``: the module's output rows as numpy, in
+    their dtype (bfloat16, which numpy lacks, as float32: exactly), so
+    that the master decodes them as ``predict`` decodes its own; and the
+    targets (class indices for a classifier)."""
+    return {"outputs": _rows(output), "targets": _rows(y)}
+
+
 def combine(a, b):
-    """The statistics of two blocks together."""
+    """The statistics of two blocks together (the rows of ``"outputs"``
+    of ``a`` first)."""
     n = a["n"] + b["n"]
     out = {"n": n, "loss_sum": _add_optional(a["loss_sum"], b["loss_sum"])}
+    for key in _GATHERED:
+        if key in a:
+            out[key] = _concatenate([a, b], key)
     for key in _SUMMED:
         if key in a:
             out[key] = a[key] + b[key]
@@ -85,13 +107,21 @@ def combine(a, b):
 
 #: The statistics that add up as they are.
 _SUMMED = ("confusion", "log_loss_sum", "abs_sum")
+#: The rows that are concatenated, in block order.
+_GATHERED = ("outputs", "targets")
 
 
 def combine_all(stats):
+    """The statistics of blocks together, in the order given (which
+    orders the rows of ``"outputs"``: concatenated once, at the end)."""
+    gathered = {key: _concatenate(stats, key) for key in _GATHERED
+                if key in stats[0]}
+    stats = [{k: v for k, v in s.items() if k not in _GATHERED}
+             for s in stats]
     total = stats[0]
     for s in stats[1:]:
         total = combine(total, s)
-    return total
+    return dict(total, **gathered)
 
 
 def accuracy(stats):
@@ -117,6 +147,20 @@ def _columns(t):
     a = t.detach().cpu().to(torch.float64).numpy() if torch.is_tensor(t) \
         else np.asarray(t, dtype=np.float64)
     return a.reshape(len(a), -1)
+
+
+def _rows(t):
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.to(torch.float32)
+    return t.numpy()
+
+
+def _concatenate(stats, key):
+    """The rows of ``key`` of blocks that hold any (an empty block's
+    output has no columns)."""
+    parts = [s[key] for s in stats if s["n"]]
+    return np.concatenate(parts) if parts else stats[0][key]
 
 
 def _add_optional(a, b):

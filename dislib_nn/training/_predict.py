@@ -3,7 +3,9 @@
 On arrays they run in the calling process, on the CPU, batch by batch.
 On DsTensors they run as one task per block: ``predict`` and
 ``predict_proba`` return DsTensors, ``score`` gathers counts and sums
-(never X, never predictions) and combines them on the master.
+(never X, never predictions) and combines them on the master; a
+``scoring`` that no counts give gathers the module's outputs instead
+(never X).
 """
 
 import numpy as np
@@ -17,7 +19,7 @@ from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training import _labels, _metrics
 from dislib_nn.training._components import Components
 from dislib_nn.training._fit_data import feature_names
-from dislib_nn.training._scoring import scorer_of
+from dislib_nn.training._scoring import scorer_callable, scorer_of
 from dislib_nn.training.tasks import _blocks
 from dislib_nn.training.tasks._sharded import ShardedModel
 from dislib_nn.training.tasks._torch_loop import forward_batches
@@ -109,7 +111,9 @@ class PredictMixin:
 
     def _score(self, X, y, sample_weight=None):
         """``scoring`` (accuracy for a classifier, R² for a regressor by
-        default) of predictions on X."""
+        default) of predictions on X: on DsTensors from block statistics,
+        or, for a scorer no statistics give, from the module outputs the
+        blocks return (:mod:`._scoring`)."""
         check_is_fitted(self)
         X, y = self._unpack_dataset(X, y, "score")
         given, names = X, feature_names(X)
@@ -144,9 +148,11 @@ class PredictMixin:
         raise NotImplementedError
 
     def _scorer_on_arrays(self, X, y, sample_weight):
-        """``scoring`` on arrays: scikit-learn's scorer itself (labels
-        unseen in fit raise first, as without ``scoring``)."""
-        from sklearn.metrics import get_scorer  # 0.2 s: at first use
+        """``scoring`` on arrays: the scorer itself (scikit-learn's, for
+        a name), called with this estimator (labels unseen in fit raise
+        first, as without ``scoring``)."""
         self._targets.score_labels(self, y)
-        return float(get_scorer(self.scoring)(self, X, y,
-                                              sample_weight=sample_weight))
+        scorer = scorer_callable(self.scoring)
+        if sample_weight is None:   # a function of one's own may take none
+            return float(scorer(self, X, y))
+        return float(scorer(self, X, y, sample_weight=sample_weight))

@@ -1,8 +1,12 @@
 """The ``scoring`` parameter: which score validation and ``score`` give.
 
-A scikit-learn scorer name, computed from statistics that every block
-returns and that add up in any order (:mod:`._metrics`), so that on a
-DsTensor neither X nor the predictions reach the master:
+Any scikit-learn scorer name (``sklearn.metrics.get_scorer_names()``),
+or a callable with scikit-learn's scorer signature ``scorer(estimator,
+X, y) -> float`` (``make_scorer(...)``, or a function of one's own).
+
+These names are computed from statistics that every block returns and
+that add up in any order (:mod:`._metrics`), so that on a DsTensor
+neither X nor the predictions reach the master:
 
 - classifiers: ``"accuracy"`` (the default), ``"balanced_accuracy"``,
   ``"f1_macro"``, ``"f1_micro"``, ``"f1_weighted"``,
@@ -15,10 +19,28 @@ DsTensor neither X nor the predictions reach the master:
 Each equals scikit-learn's function of the same name on the collected
 predictions, with its defaults (macro averages over the labels present
 in ``y`` or the predictions, a class without predictions scoring 0, a
-uniform average over a regressor's outputs). On arrays ``score`` calls
-scikit-learn's scorer itself. A :class:`Scorer` record says what the
-blocks must return and how the score is read from their sum.
+uniform average over a regressor's outputs). Every other scorer is
+computed exactly: each block also returns its module outputs and
+targets (one row per sample scored; never X), and the master calls the
+scorer on them with a frozen-predictions estimator (:mod:`._frozen`).
+The scorer itself stays on the master: tasks never receive it. On
+arrays ``score`` calls the scorer with the estimator itself. A
+:class:`Scorer` record says what the blocks must return and how the
+score is read from their combined statistics.
+
+:func:`check_scoring` refuses, before any task, what does not fit the
+estimator: an unknown name, a non-callable, a callable that cannot take
+``(estimator, X, y)``, a scikit-learn scorer of the other kind of
+estimator (its score function is one of ``sklearn.metrics``'s
+regression metrics, or one of its classification, ranking or clustering
+metrics) or one whose response methods the estimator lacks (a regressor
+has no ``predict_proba``; neither has a ``decision_function``).
+scikit-learn itself is imported only for the names outside the tables
+and for callables, at first use.
 """
+
+import difflib
+import inspect
 
 import numpy as np
 
@@ -26,7 +48,7 @@ from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _metrics
 
 __all__ = ["Scorer", "scorer_of", "CLASSIFIER_SCORERS", "REGRESSOR_SCORERS",
-           "SCORER_NAMES", "check_scoring"]
+           "SCORER_NAMES", "ScoringSpec", "check_scoring", "scorer_callable"]
 
 
 class Scorer:
@@ -35,10 +57,12 @@ class Scorer:
     Attributes
     ----------
     name : str
-        The scikit-learn scorer name.
+        The scikit-learn scorer name (a callable's repr).
     wants : tuple of str
         The block statistics beyond the counts: ``"confusion"``,
-        ``"log_loss"`` (classifiers), ``"abs"`` (regressors).
+        ``"log_loss"`` (classifiers), ``"abs"`` (regressors), or
+        ``"outputs"`` (the module's outputs and the targets, row by row:
+        for the scorers computed exactly).
     read : callable
         ``stats -> float``.
     """
@@ -151,24 +175,136 @@ def scorer_of(estimator):
     """The :class:`Scorer` of ``estimator``'s ``scoring`` (checked by
     :func:`check_scoring`)."""
     targets = estimator._targets
-    name = estimator.scoring or _DEFAULT[targets.name]
-    return _table(targets)[name]
+    scoring = estimator.scoring
+    if scoring is None:
+        return _table(targets)[_DEFAULT[targets.name]]
+    if isinstance(scoring, str) and scoring in _table(targets):
+        return _table(targets)[scoring]
+    return _exact(estimator, scoring)
+
+
+def _exact(estimator, scoring):
+    """A scorer called on the gathered outputs of the samples scored."""
+    name = scoring if isinstance(scoring, str) else repr(scoring)
+
+    def read(stats):
+        from dislib_nn.training._frozen import frozen_predictions
+        scorer = scorer_callable(scoring)
+        frozen, X, y = frozen_predictions(estimator, stats["outputs"],
+                                          stats["targets"])
+        return scorer(frozen, X, y)
+    return Scorer(name, ("outputs",), read)
+
+
+def scorer_callable(scoring):
+    """The callable of a scorer name (scikit-learn's), or the callable
+    itself."""
+    if not isinstance(scoring, str):
+        return scoring
+    from sklearn.metrics import get_scorer    # 0.2 s: at first use
+    return get_scorer(scoring)
+
+
+class ScoringSpec:
+    """The constraint of ``scoring`` (:mod:`._param_validation`): a str
+    or a callable, which :func:`check_scoring` has checked further."""
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, str) or callable(value)
+
+    def __str__(self):
+        return _EXPECTED
+
+
+_EXPECTED = ("a scikit-learn scorer name (a str of "
+             "sklearn.metrics.get_scorer_names()) or a callable "
+             "scorer(estimator, X, y) -> float")
 
 
 def check_scoring(estimator):
-    """Raise if ``scoring`` names a score of the other kind of estimator
-    or none at all."""
+    """Raise InvalidParameterError, naming the value, if ``scoring`` is
+    none of the estimator's scores (see the module)."""
     scoring = estimator.scoring
-    if scoring is None:
+    if scoring is None or (isinstance(scoring, str)
+                           and scoring in _table(estimator._targets)):
         return
-    table = _table(estimator._targets)
-    if isinstance(scoring, str) and scoring in table:
+    start = (f"The 'scoring' parameter of {type(estimator).__name__} "
+             f"must be None,")
+    if isinstance(scoring, str):
+        from sklearn.metrics import get_scorer_names  # at first use
+        names = get_scorer_names()
+        if scoring not in names:
+            close = difflib.get_close_matches(scoring, names, n=3,
+                                                cutoff=0.75)
+            hint = (f" Did you mean {' or '.join(repr(c) for c in close)}?"
+                    if close else "")
+            raise InvalidParameterError(
+                f"{start} {_EXPECTED}. Got {scoring!r} instead, which is "
+                f"not a scorer name of scikit-learn.{hint}")
+        _check_fits(estimator, scorer_callable(scoring), start)
         return
+    if not callable(scoring):
+        raise InvalidParameterError(
+            f"{start} {_EXPECTED}. Got {_show(scoring)} instead.")
+    try:
+        signature = inspect.signature(scoring)
+    except (TypeError, ValueError):     # some builtins have none
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(None, None, None)
+        except TypeError:
+            raise InvalidParameterError(
+                f"{start} {_EXPECTED}. Got {_show(scoring)} instead, "
+                f"which cannot be called as scorer(estimator, X, y): its "
+                f"signature is {signature}.") from None
+    _check_fits(estimator, scoring, start)
+
+
+def _check_fits(estimator, scorer, start):
+    """A scikit-learn scorer of the estimator's kind whose response
+    methods it has (any other callable is taken as it is)."""
     kind = estimator._targets.name
-    other = "regressor" if kind == "classifier" else "classifier"
-    why = (f" is a {other}'s score" if scoring in SCORER_NAMES else "")
-    raise InvalidParameterError(
-        f"The 'scoring' parameter of {type(estimator).__name__} must be "
-        f"None or one of the {kind} scores computed block by block: "
-        f"{', '.join(repr(n) for n in table)}. Got {scoring!r} instead"
-        f"{(', which' + why) if why else ''}.")
+    shown = _show(estimator.scoring)
+    methods = getattr(scorer, "_response_method", None)
+    if isinstance(methods, str):
+        methods = (methods,)
+    if methods and not any(hasattr(estimator, m) for m in methods):
+        has = [m for m in _RESPONSE_METHODS if hasattr(estimator, m)]
+        raise InvalidParameterError(
+            f"{start} a {kind}'s scorer name or a callable scorer("
+            f"estimator, X, y) that uses {' or '.join(has)} only. Got "
+            f"{shown} instead, which needs {' or '.join(methods)}.")
+    score_kind = _score_kind(scorer)
+    if score_kind is not None and score_kind != kind:
+        raise InvalidParameterError(
+            f"{start} a {kind}'s scorer name or a callable scorer("
+            f"estimator, X, y) of a {kind}. Got {shown} instead, which is "
+            f"a {score_kind}'s score ({_function_name(scorer)}).")
+
+
+_RESPONSE_METHODS = ("predict", "predict_proba", "decision_function")
+
+
+def _score_kind(scorer):
+    """``"regressor"`` for a scikit-learn scorer of one of its regression
+    metrics, ``"classifier"`` for its other metrics (classification,
+    ranking, clustering: they score labels or class scores), None for
+    another callable."""
+    function = getattr(scorer, "_score_func", None)
+    module = getattr(function, "__module__", None) or ""
+    if not module.startswith("sklearn.metrics"):
+        return None
+    return "regressor" if module.startswith("sklearn.metrics._regression") \
+        else "classifier"
+
+
+def _function_name(scorer):
+    function = scorer._score_func
+    return f"{function.__module__.split('._')[0]}." \
+        f"{getattr(function, '__qualname__', repr(function))}"
+
+
+def _show(value):
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
