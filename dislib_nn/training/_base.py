@@ -36,6 +36,7 @@ from dislib_nn.training import (_checkpoint_lock, _fitted, _input_dtype,
 from dislib_nn.training._adaptive import plan as adaptive_plan
 from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training._components import (Components, check_step,
+                                            first_float_dtype,
                                             inferable_arguments,
                                             split_prefixed)
 from dislib_nn.training._epoch_loop import run_epochs
@@ -43,6 +44,7 @@ from dislib_nn.training._fit_data import FitDataMixin
 from dislib_nn.training._input_checks import check_rows
 from dislib_nn.training._params import ParamsMixin
 from dislib_nn.training._scoring import scorer_of
+from dislib_nn.training._several_inputs import materialize_several
 from dislib_nn.training._persist import PersistMixin
 from dislib_nn.training._predict import PredictMixin
 from dislib_nn.training.callbacks import _checkpoint, _named
@@ -202,8 +204,12 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_seeds.seed_for(int(seed), _seeds.MODEL_INIT))
             module = self._components(inferred).build_module()
-            kind = _input_dtype.settle(module, self._sample_shape,
-                                       self._input_kind)
+            kind = self._input_kind
+            if kind == _input_dtype.SEVERAL:
+                materialize_several(module, _fitted.packed_layout(
+                    self, first_float_dtype(module)))
+            else:
+                kind = _input_dtype.settle(module, self._sample_shape, kind)
         _fitted.settle_inputs(self, kind)
         _fitted.start(self, module, seed, inferred)
 

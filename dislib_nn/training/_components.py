@@ -288,14 +288,11 @@ def check_step(components, module, adapter, sample_shape, target_shape,
             target = torch.zeros(tuple(target_shape),
                                  dtype=adapter.y_dtype())
             try:
-                output = module(x)
+                output = adapter.forward(module, x)
             except Exception as exc:
                 _note(exc, f"raised by the forward of module "
-                           f"{type(module).__name__} on one sample of "
-                           f"shape {tuple(sample_shape)} and dtype "
-                           f"{adapter.x_dtype} (X's rows as the module "
-                           f"receives them: floating-point X in the "
-                           f"module's dtype, integer X as torch.int64), "
+                           f"{type(module).__name__} on one sample "
+                           f"{_sample_words(adapter, sample_shape)}, "
                            f"which fit tries before any task runs")
                 raise
             try:
@@ -400,6 +397,18 @@ def _uncopyable_attribute(obj, path="", depth=0, seen=None):
                                            seen)
             return deeper or (inner, value)
     return None
+
+
+def _sample_words(adapter, sample_shape):
+    """The trial's sample, as the module receives it, for its note."""
+    if adapter.layout is not None:
+        return (f"of the inputs {{{adapter.layout.describe()}}} (floating "
+                f"inputs in the module's dtype, integer ones as "
+                f"torch.int64, by keyword from a dict X, by position from "
+                f"a tuple)")
+    return (f"of shape {tuple(sample_shape)} and dtype {adapter.x_dtype} "
+            f"(X's rows as the module receives them: floating-point X in "
+            f"the module's dtype, integer X as torch.int64)")
 
 
 def _note(exc, text):

@@ -18,6 +18,7 @@ from dislib_nn.training import _fitted
 from dislib_nn.training import _input_checks as _inputs
 from dislib_nn.training import _input_dtype
 from dislib_nn.training import _seeds
+from dislib_nn.training import _several_inputs as several
 from dislib_nn.training.strategies import _dealing
 from dislib_nn.training.tasks import _blocks
 
@@ -45,6 +46,11 @@ class FitDataMixin:
         """Check X and y; learn (or check) ``classes_``, the shapes and
         the feature names."""
         X, y = self._unpack_dataset(X, y, "fit")
+        if several.is_several(X):
+            return self._check_several(X, y, reset, classes)
+        if not reset and _fitted.input_layout(self) is not None:
+            raise several.one_given_to_several(_fitted.input_layout(self),
+                                               "X", self)
         names = feature_names(X)
         if not reset:
             self._check_feature_names(names)
@@ -64,6 +70,36 @@ class FitDataMixin:
             _fitted.learn_inputs(self, tuple(X.shape[1:]), names,
                                  _input_dtype.kind_of(X.dtype))
         return {"X": X, "y": y, "y_ndim": len(y.shape)}
+
+    def _check_several(self, X, y, reset, classes):
+        """``_check_fit_data`` for X of several inputs (a dict or tuple:
+        :mod:`._several_inputs`)."""
+        X = several.check_several(X)
+        y = _inputs.check_y(y, self._targets)
+        _inputs.check_lengths(X, y)
+        if _inputs.is_ds_tensor(y):
+            _inputs.check_finite_blocks(y, "y")
+        if X.shape[0] == 0:
+            raise ShapeError("X is empty: it has 0 rows (samples).")
+        if not reset:
+            several.check_same(_fitted.input_layout(self), X, "X", self)
+        self._targets.learn(self, y, reset, classes)
+        if reset:
+            _fitted.learn_several_inputs(self, X.layout)
+        return {"X": X, "y": y, "y_ndim": len(y.shape)}
+
+    def _model_input(self, X, name="X"):
+        """X as the module's rows: several inputs checked against those
+        fit learned and packed (:mod:`._several_inputs`); one array as it
+        is (the caller checks it)."""
+        fitted = _fitted.input_layout(self)
+        if several.is_several(X):
+            inputs = several.check_several(X, name)
+            several.check_same(fitted, inputs, name, self)
+            return inputs.packed(self._output.layout)
+        if fitted is not None:
+            raise several.one_given_to_several(fitted, name, self)
+        return X
 
     def _unpack_dataset(self, X, y, caller):
         """``(X, y)`` as given, or two DsTensors of a torch Dataset of
@@ -130,6 +166,8 @@ class FitDataMixin:
     def _prepare(self, checked):
         """The checked data as DsTensors: encoded, blocked, split."""
         X, y = checked["X"], checked["y"]
+        if isinstance(X, several.SeveralInputs):
+            X = X.packed(self._output.layout)
         n_workers = self.n_workers or runtime.n_workers()
         # X's blocks hold what the module receives (int64 and bool kept);
         # a regressor's targets are in the module's floating dtype.
@@ -160,6 +198,7 @@ class FitDataMixin:
 
     def _validation_ds(self, x_dtype, np_dtype, n_workers):
         Xv, yv = self.validation_data
+        Xv = self._model_input(Xv, "validation_data[0]")
         Xv = _inputs.check_x(Xv, "validation_data[0]")
         yv = _inputs.check_y(yv, self._targets, "validation_data[1]")
         _inputs.check_lengths(Xv, yv, "validation_data[0]",

@@ -25,6 +25,7 @@ from dislib_nn.training import _input_dtype
 from dislib_nn.training._components import first_float_dtype
 
 __all__ = ["PUBLIC", "PRIVATE", "ATTRIBUTES", "learn_inputs",
+           "learn_several_inputs", "input_layout", "packed_layout",
            "settle_inputs", "input_kind", "learn_classes", "learn_targets", "start", "set_workers",
            "end_epoch", "finish", "note_batchnorm_recomputed",
            "resume", "for_file", "loaded",
@@ -38,11 +39,14 @@ PUBLIC = ("module_", "history_", "n_epochs_", "classes_", "n_features_in_",
 #: The private ones: the base seed (:mod:`._seeds`), the sizes filled in
 #: for the module, the sample shape, the inputs' kind (``"float"``,
 #: ``"int"`` or ``"bool"``: see :mod:`._input_dtype`), the targets'
-#: dimensions (regressors), the output adapter, and what the strategy carries to the next fit
+#: dimensions (regressors), the inputs' names, shapes and kinds for a
+#: module of several inputs (:class:`._several_inputs.InputLayout` as
+#: plain data), the output adapter, and what the strategy carries to the
+#: next fit
 #: besides the optimizer states (``Carry.state``: the outer momentum
 #: buffer, the outer optimizer's state...).
-PRIVATE = ("_seed", "_inferred", "_sample_shape", "_input_kind", "_y_ndim",
-           "_output", "_carried")
+PRIVATE = ("_seed", "_inferred", "_sample_shape", "_input_kind",
+           "_input_layout", "_y_ndim", "_output", "_carried")
 ATTRIBUTES = PUBLIC + PRIVATE
 #: What ``save`` does not write as attributes: the module goes as its
 #: ``state_dict`` and the adapter is derived again at ``load``. What the
@@ -58,9 +62,35 @@ def learn_inputs(est, sample_shape, feature_names, kind):
     the first fit."""
     est._sample_shape = tuple(sample_shape)
     est._input_kind = kind
+    vars(est).pop("_input_layout", None)
     _set_or_drop(est, "n_features_in_", sample_shape[0]
                  if len(sample_shape) == 1 else None)
     _set_or_drop(est, "feature_names_in_", feature_names)
+
+
+def learn_several_inputs(est, layout):
+    """The inputs of a first fit on several (an
+    :class:`~._several_inputs.InputLayout`); the sample shape, that of
+    their packed rows, is set when the module is built (:func:`start`)."""
+    learn_inputs(est, (), None, _input_dtype.SEVERAL)
+    est._input_layout = layout.to_plain()
+
+
+def input_layout(est):
+    """The :class:`~._several_inputs.InputLayout` ``est`` was fitted on,
+    or None for one array X."""
+    plain = getattr(est, "_input_layout", None)
+    if plain is None:
+        return None
+    from dislib_nn.training._several_inputs import InputLayout
+    return InputLayout.from_plain(plain)
+
+
+def packed_layout(est, float_dtype):
+    """How several inputs lie in X's packed rows for a module of
+    ``float_dtype`` (:class:`~.tasks._packed.PackedLayout`), or None."""
+    layout = input_layout(est)
+    return None if layout is None else layout.packed(float_dtype)
 
 
 def settle_inputs(est, kind):
@@ -85,6 +115,8 @@ def start(est, module, seed, inferred):
     est._inferred = dict(inferred)
     est.module_ = module.cpu()
     est._output = _adapter(est)
+    if est._output.layout is not None:
+        est._sample_shape = (est._output.layout.width,)
     est.history_ = []
     est.n_epochs_ = 0
     est.optimizer_states_ = None

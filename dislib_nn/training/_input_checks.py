@@ -37,8 +37,10 @@ def is_ds_array(obj):
                                          "_top_left_shape", "shape"))
 
 
-def check_x(X, name="X"):
-    """``X`` as a DsTensor, or as a checked numeric numpy array."""
+def check_x(X, name="X", ensure_2d=True):
+    """``X`` as a DsTensor, or as a checked numeric numpy array (1-D too
+    without ``ensure_2d``: one of several inputs may be a value per
+    sample)."""
     if is_ds_tensor(X):
         return X
     if is_ds_array(X):
@@ -46,7 +48,8 @@ def check_x(X, name="X"):
     if torch.is_tensor(X):
         X = X.detach().cpu().numpy()
     return check_array(X, dtype="numeric", allow_nd=True,
-                       input_name=name, **{_FINITE: True})
+                       ensure_2d=ensure_2d, input_name=name,
+                       **{_FINITE: True})
 
 
 def check_y(y, targets, name="y"):

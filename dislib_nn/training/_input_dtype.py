@@ -30,10 +30,13 @@ import torch
 from dislib_nn._user_warning import warn_user
 from dislib_nn.training._components import first_float_dtype, materialize
 
-__all__ = ["FLOAT", "INT", "BOOL", "kind_of", "module_input_dtype",
+__all__ = ["FLOAT", "INT", "BOOL", "SEVERAL", "kind_of", "module_input_dtype",
            "numpy_dtype", "check_kind", "check_saved_kind", "settle"]
 
 FLOAT, INT, BOOL = "float", "int", "bool"
+#: The kind of X packed from several inputs (each of its own kind: see
+#: :mod:`._several_inputs`): rows of bytes.
+SEVERAL = "several"
 _TORCH = {INT: torch.int64, BOOL: torch.bool}
 
 
@@ -56,7 +59,9 @@ def kind_of(dtype):
 
 def module_input_dtype(kind, float_dtype):
     """The torch dtype a module of floating dtype ``float_dtype`` gets
-    inputs of ``kind`` in."""
+    inputs of ``kind`` in (the packed rows of several: bytes)."""
+    if kind == SEVERAL:
+        return torch.uint8
     return _TORCH.get(kind, float_dtype)
 
 
@@ -118,10 +123,11 @@ def numpy_dtype(torch_dtype):
 
 def check_saved_kind(kind):
     """Raise if a saved file's input kind is none of the three."""
-    if kind not in _TORCH and kind != FLOAT:
+    if kind not in _TORCH and kind not in (FLOAT, SEVERAL):
         raise ValueError(
             f"The saved estimator's inputs are of kind {kind!r}; a file "
-            f"written by dislib_nn holds 'float', 'int' or 'bool'.")
+            f"written by dislib_nn holds 'float', 'int', 'bool' or "
+            f"'several'.")
 
 
 #: The kinds of data a model fitted on each kind takes (the others would
@@ -136,8 +142,8 @@ def check_kind(fitted, dtype, name, estimator):
     takes integers (the cast would truncate them), integers to one that
     takes booleans."""
     kind = kind_of(dtype)
-    if kind in _TAKES[fitted]:
-        return
+    if fitted == SEVERAL or kind in _TAKES[fitted]:
+        return          # several inputs: each is checked on its own
     raise ValueError(
         f"{name} has {_WORDS[kind]} values (dtype {_name(dtype)}), but "
         f"{type(estimator).__name__} was fitted on {_WORDS[fitted]} "

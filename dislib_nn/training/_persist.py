@@ -39,6 +39,8 @@ from dislib_nn.exceptions import NotFittedError, ShapeError, UnsafeFileError
 from dislib_nn.training import _atomic_file, _fitted, _input_dtype, _plain
 from dislib_nn.training._components import (first_float_dtype,
                                             inferable_arguments, materialize)
+from dislib_nn.training._several_inputs import InputLayout, \
+    materialize_several
 
 __all__ = ["PersistMixin", "save_estimator", "load_estimator",
            "load_weights", "reduce_estimator"]
@@ -108,7 +110,8 @@ class PersistMixin:
         copy.__dict__.update(vars(self))
         return copy
 
-    def _module_for_load(self, inferred, sample_shape, input_kind):
+    def _module_for_load(self, inferred, sample_shape, input_kind,
+                         input_layout=None):
         self._validate_params()
         # Sizes fit inferred, for the arguments this module takes.
         names = inferable_arguments(self.module)
@@ -116,8 +119,13 @@ class PersistMixin:
                     if k in names}
         with torch.random.fork_rng(devices=[]):
             module = self._components(inferred).build_module()
-            materialize(module, sample_shape, _input_dtype.module_input_dtype(
-                input_kind, first_float_dtype(module)))
+            if input_layout is not None:
+                materialize_several(module, InputLayout.from_plain(
+                    input_layout).packed(first_float_dtype(module)))
+            else:
+                materialize(module, sample_shape,
+                            _input_dtype.module_input_dtype(
+                                input_kind, first_float_dtype(module)))
         return module
 
 
@@ -143,7 +151,7 @@ def load_estimator(est, path, build_module, trusted=False):
     """Give ``est`` the fitted state saved in ``path``.
 
     ``est``'s own parameters decide the module (``build_module(inferred,
-    sample_shape, input_kind)`` builds it); an estimator whose ``module`` is None
+    sample_shape, input_kind, input_layout)`` builds it); an estimator whose ``module`` is None
     takes every parameter from the file first. A failed load leaves
     ``est`` as it was. Nothing in the file runs unless ``trusted``.
     """
@@ -176,7 +184,8 @@ def load_estimator(est, path, build_module, trusted=False):
         kind = fitted.get("_input_kind", _input_dtype.FLOAT)
         _input_dtype.check_saved_kind(kind)
         module = build_module(fitted.get("_inferred"),
-                              fitted.get("_sample_shape"), kind)
+                              fitted.get("_sample_shape"), kind,
+                              fitted.get("_input_layout"))
         load_weights(module, content["weights"], source=source)
         _fitted.loaded(est, fitted, module)
     except BaseException:

@@ -38,6 +38,7 @@ class PredictMixin:
         check_is_fitted(self)
         if is_dataset(X):
             return self._forward_dataset(X, what)
+        X = self._model_input(X)
         self._check_feature_names(feature_names(X))
         X = _inputs.check_x(X)
         self._check_predict_input(X)
@@ -116,7 +117,10 @@ class PredictMixin:
         blocks return (:mod:`._scoring`)."""
         check_is_fitted(self)
         X, y = self._unpack_dataset(X, y, "score")
-        given, names = X, feature_names(X)
+        # Arrays are scored by predict on X as given (packed here when it
+        # is several inputs).
+        given, X = X, self._model_input(X)
+        names = feature_names(X)
         # Other column names than fit's: an error before any other; the
         # warnings for names missing on one side come once, below.
         self._check_feature_names(names, warn=False)

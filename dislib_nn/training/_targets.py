@@ -110,7 +110,9 @@ class _Classification:
 
     def adapter(self, estimator, y_ndim, x_dtype, float_dtype):
         return OutputAdapter(self, len(estimator.classes_), False, x_dtype,
-                             float_dtype, *_selection(estimator))
+                             float_dtype, *_selection(estimator),
+                             layout=_fitted.packed_layout(estimator,
+                                                          float_dtype))
 
     def shape_output(self, adapter, output, criterion, target):
         # predict and predict_proba read one score per class, whatever
@@ -188,7 +190,9 @@ class _Regression:
 
     def adapter(self, estimator, y_ndim, x_dtype, float_dtype):
         return OutputAdapter(self, None, y_ndim == 1, x_dtype, float_dtype,
-                             *_selection(estimator))
+                             *_selection(estimator),
+                             layout=_fitted.packed_layout(estimator,
+                                                          float_dtype))
 
     def shape_output(self, adapter, output, criterion, target):
         if adapter.flat_target and output.ndim == 2 and output.shape[1] == 1:
@@ -240,10 +244,14 @@ class OutputAdapter:
     loss_input : {"output", "all"}
         The estimator's ``loss_input``: the criterion gets the selected
         output, or all the forward returned.
+    layout : PackedLayout or None
+        For a module of several inputs: how they lie in X's packed rows
+        (:mod:`.tasks._packed`; ``x_dtype`` is then ``torch.uint8``).
     """
 
     def __init__(self, targets, n_classes, flat_target, x_dtype,
-                 float_dtype, select=None, loss_input="output"):
+                 float_dtype, select=None, loss_input="output",
+                 layout=None):
         self.targets = targets
         self.n_classes = n_classes
         self.flat_target = flat_target
@@ -251,9 +259,17 @@ class OutputAdapter:
         self.float_dtype = float_dtype
         self.select = select
         self.loss_input = loss_input
+        self.layout = layout
 
     def y_dtype(self):
         return self.targets.y_dtype(self.float_dtype)
+
+    def forward(self, module, x):
+        """``module``'s forward on a batch ``x`` of X's rows (unpacked
+        into the module's inputs when it takes several)."""
+        if self.layout is None:
+            return module(x)
+        return self.layout.call(module, x)
 
     def __call__(self, output, criterion=None, target=None):
         """The predictions in ``output`` (what the forward returned),
@@ -273,6 +289,7 @@ class OutputAdapter:
         # Adapters pickled before outputs could be selected.
         state.setdefault("select", None)
         state.setdefault("loss_input", "output")
+        state.setdefault("layout", None)
         self.__dict__.update(state)
 
 

@@ -4,7 +4,9 @@
 with plain ``python`` and under the emulated runcompss: an embedding
 model trained on ids that float32 cannot tell apart, and the same fit
 from a Dataset class of the script that reads its rows from files on
-the workers. Both runs must train the same weights to the bit.
+the workers; a module of two inputs given a dict X, and one whose
+forward returns a dict, trained on the loss of both outputs. Both runs
+must train the same weights to the bit.
 """
 
 from tests.compss._emulator import needs_emulator, report
@@ -22,3 +24,6 @@ def test_ids_and_a_scripts_dataset_train_alike_under_compss():
     # are told apart.
     assert compss["dataset"] == compss["arrays"]
     assert compss["predict"] == compss["predict_dataset"] == [0, 1, 0, 1]
+    # Two inputs: the ids' embedding learns the classes they decide.
+    assert compss["several_score"] > 0.9
+    assert set(compss["outputs_predict"]) <= {0, 1}

@@ -248,3 +248,30 @@ class HeadsLoss(nn.Module):
     def forward(self, output, y):
         return (nn.functional.cross_entropy(output["logits"], y)
                 + 0.1 * output["aux"].pow(2).mean())
+
+
+class NumAndIds(nn.Module):
+    """Numeric features and category ids, two inputs by keyword (or by
+    position); the ids go through an embedding."""
+
+    def __init__(self, n_num=4, n_ids=10, n_classes=2):
+        super().__init__()
+        self.emb = nn.Embedding(n_ids, 3)
+        self.lin = nn.Linear(n_num + 3, n_classes)
+
+    def forward(self, x_num, x_cat):
+        return self.lin(torch.cat([x_num, self.emb(x_cat)], dim=1))
+
+
+class Columns(nn.Module):
+    """``inner`` (a :class:`NumAndIds`) on one float X whose last column
+    holds the ids: the one-input twin of a fit on two inputs."""
+
+    def __init__(self, inner, n_num=4):
+        super().__init__()
+        self.inner = inner
+        self.n_num = n_num
+
+    def forward(self, x):
+        return self.inner(x[:, :self.n_num].float(),
+                          x[:, self.n_num].long())

@@ -63,7 +63,7 @@ def submit_recompute(setup, model, epoch, blocks):
     for w, (x_blocks, _) in enumerate(blocks):
         found, n_batches = task_fn(
             setup.task_components, model, x_blocks, p["batch_size"],
-            setup.output.x_dtype, str(p["device"]),
+            setup.output, str(p["device"]),
             setup.data.train_seed(epoch, w))
         statistics.append(found)
         counts.append(n_batches)
@@ -75,19 +75,19 @@ def submit_recompute(setup, model, epoch, blocks):
 # ------------------------------------------------------------------ tasks
 @constraint(**runtime.CPU_TASK)
 @task(returns=2, x_blocks=_COLLECTION)
-def _batchnorm_statistics(components, state, x_blocks, batch_size, x_dtype,
+def _batchnorm_statistics(components, state, x_blocks, batch_size, output,
                           device, seed):
     """One worker's BatchNorm statistics of ``state`` (see statistics)."""
-    return statistics(components, state, x_blocks, batch_size, x_dtype,
+    return statistics(components, state, x_blocks, batch_size, output,
                       device, seed)
 
 
 @constraint(**runtime.GPU_TASK)
 @task(returns=2, x_blocks=_COLLECTION)
 def _batchnorm_statistics_gpu(components, state, x_blocks, batch_size,
-                              x_dtype, device, seed):
+                              output, device, seed):
     """``_batchnorm_statistics`` for tasks the runtime should give a GPU."""
-    return statistics(components, state, x_blocks, batch_size, x_dtype,
+    return statistics(components, state, x_blocks, batch_size, output,
                       device, seed)
 
 
@@ -99,7 +99,7 @@ def _merge_statistics(state, statistics, counts):
 
 
 # ------------------------------------------------------------ the bodies
-def statistics(components, state, x_blocks, batch_size, x_dtype, device,
+def statistics(components, state, x_blocks, batch_size, output, device,
                seed):
     """``(buffers, n_batches)`` of the model ``state`` over ``x_blocks``.
 
@@ -130,8 +130,8 @@ def statistics(components, state, x_blocks, batch_size, x_dtype, device,
     n_batches = 0
     with torch.no_grad():
         for start in range(0, n, batch_size):
-            model(x[start:min(start + batch_size, n)].to(
-                device=dev, dtype=x_dtype))
+            output.forward(model, x[start:min(start + batch_size, n)].to(
+                device=dev, dtype=output.x_dtype))
             n_batches += 1
     buffers = {}
     for name, layer in layers:

@@ -8,7 +8,8 @@ futures and scalars: it never collects X.
 import numpy as np
 import torch
 
-from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
+from dislib_nn.runtime import COLLECTION_IN, Depth, Type, shared_empty, \
+    task
 from dislib_nn.training import _labels
 from dislib_nn.training.merge import _shards
 from dislib_nn.training.tasks._device import resolve_device, size_threads
@@ -47,6 +48,13 @@ def _split_block(x_block, y_block, n_valid, seed):
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     valid, train = order[:n_valid].sort().values, order[n_valid:].sort().values
     return x_block[train], y_block[train], x_block[valid], y_block[valid]
+
+
+@task(returns=1, blocks={Type: COLLECTION_IN, Depth: 1})
+def _pack_block(layout, blocks):
+    """One block of each input packed into one block of byte rows
+    (:class:`._packed.PackedLayout`)."""
+    return layout.pack([torch.as_tensor(b) for b in blocks], shared_empty)
 
 
 @task(returns=1)

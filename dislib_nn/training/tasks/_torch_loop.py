@@ -325,7 +325,7 @@ def train_one_epoch(model, optimizer, criterion, x, y, batch_size,
         xb = xb.to(device=device, dtype=x_dtype)
         yb = yb.to(device=device, dtype=y_dtype)
         with _autocast(device, autocast_dtype):
-            loss = output.loss(model(xb), criterion, yb)
+            loss = output.loss(output.forward(model, xb), criterion, yb)
         scaled = loss / k
         (scaled if scaler is None else scaler.scale(scaled)).backward()
         if (i + 1) % k == 0 or i == len(batches) - 1:
@@ -396,7 +396,7 @@ def forward_batches(model, x, batch_size, device, output):
         for start in range(0, len(x), batch_size):
             xb = x[start:start + batch_size].to(device=device,
                                                 dtype=output.x_dtype)
-            outs.append(output(model(xb)).cpu())
+            outs.append(output(output.forward(model, xb)).cpu())
     if not outs:
         return torch.empty((0,))
     return torch.cat(outs)
@@ -413,7 +413,8 @@ def loss_of_batches(model, x, y, batch_size, device, output, criterion):
             xb = x[start:start + batch_size].to(device=device,
                                                 dtype=output.x_dtype)
             yb = y[start:start + batch_size].to(device)
-            total += float(output.loss(model(xb), criterion, yb)) * len(xb)
+            total += float(output.loss(output.forward(model, xb),
+                                       criterion, yb)) * len(xb)
     return total
 
 

@@ -1,5 +1,6 @@
-"""A user's script: integer ids for an embedding model, and a torch
-Dataset of its own that reads files, both classes in __main__.
+"""A user's script: integer ids for an embedding model, a torch Dataset
+of its own that reads files, a module of two inputs (a dict X) and one
+of two outputs (a dict, with a loss of both), all classes in __main__.
 
 Run with plain ``python`` (local backend) and under the emulated
 ``runcompss``: both print the same JSON report (the weights trained to
@@ -48,6 +49,40 @@ class IdFiles(torch.utils.data.Dataset):
                 int(self._load("y.npy")[i]))
 
 
+class NumAndIds(nn.Module):
+    """Two inputs by keyword: numbers and category ids."""
+
+    def __init__(self, n_classes=2):
+        super().__init__()
+        self.emb = nn.Embedding(10, 3)
+        self.lin = nn.Linear(2 + 3, n_classes)
+
+    def forward(self, x_num, x_cat):
+        return self.lin(torch.cat([x_num, self.emb(x_cat)], dim=1))
+
+
+class WithAux(nn.Module):
+    """Scores and an auxiliary head in a dict, the auxiliary first."""
+
+    def __init__(self, n_features_in=2, n_classes=2):
+        super().__init__()
+        self.body = nn.Linear(n_features_in, 8)
+        self.logits = nn.Linear(8, n_classes)
+        self.aux = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        return {"aux": self.aux(h), "logits": self.logits(h)}
+
+
+class BothHeads(nn.Module):
+    """A criterion of the whole dict WithAux returns."""
+
+    def forward(self, output, y):
+        return (nn.functional.cross_entropy(output["logits"], y)
+                + 0.1 * output["aux"].pow(2).mean())
+
+
 def digest(module):
     hasher = hashlib.sha256()
     for key, value in module.state_dict().items():
@@ -67,12 +102,30 @@ def main(folder):
                   lr=0.5, shuffle="none", random_state=0)
     arrays = SyncEpochAveragingClassifier(**kwargs).fit(ids, y)
     files = SyncEpochAveragingClassifier(**kwargs).fit(IdFiles(folder))
+    # Several inputs (a dict) and several outputs (a dict, its second
+    # value predicted, the loss of both), shuffled globally.
+    rng = np.random.default_rng(0)
+    x_num = rng.normal(size=(64, 2))
+    x_cat = rng.integers(0, 10, size=64)
+    y2 = (x_cat > 4).astype(np.int64)
+    inputs = {"x_num": x_num, "x_cat": x_cat}
+    more = dict(n_workers=2, n_epochs=8, batch_size=8, lr=0.5,
+                random_state=0)
+    several = SyncEpochAveragingClassifier(module=NumAndIds, **more).fit(
+        inputs, y2)
+    outputs = SyncEpochAveragingClassifier(
+        module=WithAux, output="logits", loss_input="all",
+        criterion=BothHeads, **more).fit(x_num, y2)
     return {"backend": runtime.backend_name(),
             "arrays": digest(arrays.module_),
             "dataset": digest(files.module_),
             "predict": arrays.predict(ids[:4]).tolist(),
             "predict_dataset": files.predict(IdFiles(folder))[:4].tolist(),
-            "score_dataset": files.score(IdFiles(folder))}
+            "score_dataset": files.score(IdFiles(folder)),
+            "several": digest(several.module_),
+            "several_score": several.score(inputs, y2),
+            "outputs": digest(outputs.module_),
+            "outputs_predict": outputs.predict(x_num[:8]).tolist()}
 
 
 if __name__ == "__main__":
