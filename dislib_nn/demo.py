@@ -124,7 +124,25 @@ def main(argv=None):
     print(f"(same module and initial weights, Adam lr {args.lr}, "
           f"{args.epochs} epochs, batch size {args.batch_size}; start-up "
           f"not timed)")
+    print(threads_note(references, clf.n_workers_))
     return ours, references[0][1]
+
+
+def threads_note(references, n_workers):
+    """What the plain PyTorch rows measure: ``references`` holds
+    ``(threads, accuracy, seconds)`` per row, most threads first."""
+    note = (f"(each of dislib_nn's {n_workers} workers trains with 1 torch "
+            f"thread: the 1-thread row is the like-for-like one")
+    if len(references) < 2:
+        return note + ")"
+    (many, _, many_s), (_, _, one_s) = references[0], references[-1]
+    if many_s > 1.5 * one_s:
+        return note + (
+            f"; {many} threads took {many_s / one_s:.1f}x the time of 1: "
+            f"they contended for the {os.cpu_count()} CPUs, with each other "
+            f"or with other processes, so that row measures the contention, "
+            f"not a speed-up of dislib_nn)")
+    return note + f"; the {many}-thread row uses the same CPUs at once)"
 
 
 if __name__ == "__main__":
