@@ -27,3 +27,6 @@ def test_ids_and_a_scripts_dataset_train_alike_under_compss():
     # Two inputs: the ids' embedding learns the classes they decide.
     assert compss["several_score"] > 0.9
     assert set(compss["outputs_predict"]) <= {0, 1}
+    # By keyword or by position, the same inputs train the same model.
+    assert compss["positional"] == compss["several"]
+    assert set(compss["tuple_output_predict"]) <= {0, 1}

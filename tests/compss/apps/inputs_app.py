@@ -62,16 +62,20 @@ class NumAndIds(nn.Module):
 
 
 class WithAux(nn.Module):
-    """Scores and an auxiliary head in a dict, the auxiliary first."""
+    """Scores and an auxiliary head in a dict, the auxiliary first (or a
+    tuple, the scores first)."""
 
-    def __init__(self, n_features_in=2, n_classes=2):
+    def __init__(self, n_features_in=2, n_classes=2, as_tuple=False):
         super().__init__()
+        self.as_tuple = as_tuple
         self.body = nn.Linear(n_features_in, 8)
         self.logits = nn.Linear(8, n_classes)
         self.aux = nn.Linear(8, 1)
 
     def forward(self, x):
         h = torch.relu(self.body(x))
+        if self.as_tuple:
+            return self.logits(h), self.aux(h)
         return {"aux": self.aux(h), "logits": self.logits(h)}
 
 
@@ -116,6 +120,11 @@ def main(folder):
     outputs = SyncEpochAveragingClassifier(
         module=WithAux, output="logits", loss_input="all",
         criterion=BothHeads, **more).fit(x_num, y2)
+    # The same inputs by position; a tuple output, its first element.
+    positional = SyncEpochAveragingClassifier(module=NumAndIds, **more).fit(
+        (x_num, x_cat), y2)
+    first = SyncEpochAveragingClassifier(
+        module=WithAux, module__as_tuple=True, **more).fit(x_num, y2)
     return {"backend": runtime.backend_name(),
             "arrays": digest(arrays.module_),
             "dataset": digest(files.module_),
@@ -125,7 +134,10 @@ def main(folder):
             "several": digest(several.module_),
             "several_score": several.score(inputs, y2),
             "outputs": digest(outputs.module_),
-            "outputs_predict": outputs.predict(x_num[:8]).tolist()}
+            "outputs_predict": outputs.predict(x_num[:8]).tolist(),
+            "positional": digest(positional.module_),
+            "tuple_output": digest(first.module_),
+            "tuple_output_predict": first.predict(x_num[:8]).tolist()}
 
 
 if __name__ == "__main__":
