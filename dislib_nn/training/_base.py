@@ -123,7 +123,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         saved = _fitted.snapshot(self)
         try:
             checked = self._check_fit_data(X, y, reset=not continuing)
-            check_rows(self, checked["X"])
+            check_rows(self, checked.X)
             n_epochs = self.n_epochs
             if not continuing:
                 self._initialize(checked, checkpoint and checkpoint["seed"])
@@ -186,7 +186,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             self.outer_optimizer, prefixed["outer_optimizer"])
 
     def _inferred_arguments(self, checked):
-        values = self._targets.inferred_sizes(self, checked["y"])
+        values = self._targets.inferred_sizes(self, checked.y)
         names = inferable_arguments(self.module)
         return {k: values[k] for k in names
                 if values.get(k) is not None}
@@ -220,7 +220,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         check_step(self._components(self._inferred), self.module_,
                    self._output,
                    self._sample_shape,
-                   (1,) + self._targets.target_shape(checked["y"]),
+                   (1,) + self._targets.target_shape(checked.y),
                    float(self.lr))
 
     # ---------------------------------------------------- fit: the epochs

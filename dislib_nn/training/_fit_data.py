@@ -7,6 +7,8 @@ worker, labels encoded, and a validation set split off (block by block,
 by tasks) or prepared from ``validation_data``.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from dislib_nn import runtime
@@ -22,11 +24,23 @@ from dislib_nn.training import _several_inputs as several
 from dislib_nn.training.strategies import _dealing
 from dislib_nn.training.tasks import _blocks
 
-__all__ = ["FitData", "FitDataMixin", "BALANCE_BLOCKS_PER_WORKER",
+__all__ = ["CheckedData", "FitData", "FitDataMixin", "BALANCE_BLOCKS_PER_WORKER",
            "feature_names"]
 
 #: Blocks per worker an array is split into when ``balance=True``.
 BALANCE_BLOCKS_PER_WORKER = 8
+
+
+class CheckedData(NamedTuple):
+    """What the checks of ``fit``'s first rung hand on."""
+
+    #: An array, a DsTensor, or several inputs
+    #: (:class:`._several_inputs.SeveralInputs`), checked, not blocked.
+    X: object
+    #: The checked targets: an array or a DsTensor.
+    y: object
+    #: The targets' dimensions (1: one per sample, 2: columns).
+    y_ndim: int
 
 
 class FitData:
@@ -69,7 +83,7 @@ class FitDataMixin:
         if reset:
             _fitted.learn_inputs(self, tuple(X.shape[1:]), names,
                                  _input_dtype.kind_of(X.dtype))
-        return {"X": X, "y": y, "y_ndim": len(y.shape)}
+        return CheckedData(X, y, len(y.shape))
 
     def _check_several(self, X, y, reset, classes):
         """``_check_fit_data`` for X of several inputs (a dict or tuple:
@@ -86,7 +100,7 @@ class FitDataMixin:
         self._targets.learn(self, y, reset, classes)
         if reset:
             _fitted.learn_several_inputs(self, X.layout)
-        return {"X": X, "y": y, "y_ndim": len(y.shape)}
+        return CheckedData(X, y, len(y.shape))
 
     def _model_input(self, X, name="X"):
         """X as the module's rows: several inputs checked against those
@@ -165,7 +179,7 @@ class FitDataMixin:
 
     def _prepare(self, checked):
         """The checked data as DsTensors: encoded, blocked, split."""
-        X, y = checked["X"], checked["y"]
+        X, y = checked.X, checked.y
         if isinstance(X, several.SeveralInputs):
             X = X.packed(self._output.layout)
         n_workers = self.n_workers or runtime.n_workers()
@@ -191,7 +205,7 @@ class FitDataMixin:
             x, y, self.n_workers, n_workers, self.shuffle, per_worker)
         _fitted.set_workers(self, n_replicas)
         return FitData(x, y, x_valid, y_valid, self._sample_shape,
-                       checked["y_ndim"])
+                       checked.y_ndim)
 
     def _as_target_ds(self, y, block_sizes, np_dtype):
         return self._targets.as_ds_tensor(self, y, block_sizes, np_dtype)

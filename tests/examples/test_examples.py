@@ -173,10 +173,12 @@ def test_example_scores_as_plain_pytorch(fresh_python, path, tmp_path):
     assert far == {}, (f"plain PyTorch scored {plain:.4f}; these are more "
                        f"than {tolerance} from it:\n{stdout[-3000:]}")
     # Clients with skewed labels lag IID ones; ahead of one process on
-    # all the rows, the baseline would be wrong.
+    # all the rows, the baseline would be wrong. They still learn: the
+    # digits' chance is 0.1, and the skewed fits scored 0.58-0.95 here
+    # (docs/estimators.md), so below 0.3 a fit learned next to nothing.
     skewed = {fit: score for fit, score in fits.items()
               if fit.startswith("alpha=")
-              and not score <= plain + tolerance}
+              and not 0.3 <= score <= plain + tolerance}
     assert skewed == {}, stdout[-3000:]
 
 
@@ -207,5 +209,51 @@ def test_notebook_runs(fresh_python, path, tmp_path, monkeypatch):
     printed = "".join(output.get("text", "")
                       for cell in notebook.cells if cell.cell_type == "code"
                       for output in cell.get("outputs", []))
-    assert "test accuracy" in printed
     assert "epoch   2/2" in printed
+    found = re.findall(r"^test accuracy (\S+)$", printed, re.MULTILINE)
+    assert len(found) == 1, printed[-3000:]
+    # Plain PyTorch from the notebook's own class, on the same rows, with
+    # its optimizer, rate, batch and epochs: two workers trail one
+    # process by a few points after two epochs.
+    theirs = _notebook_reference(notebook)
+    assert abs(_number(found[0]) - theirs) <= 0.1, (found, theirs)
+
+
+def _notebook_reference(notebook):
+    """The test accuracy of plain PyTorch training the quick start's
+    ``Net`` as its fit does (2 epochs, Adam 3e-3, batch 32, the same
+    train/test split), in one process."""
+    import numpy as np
+    import torch
+    from sklearn.datasets import load_digits
+    import dislib_nn as dnn
+    from dislib_nn import runtime
+    cell = next(c for c in notebook.cells if c.cell_type == "code"
+                and "class Net" in c.source)
+    names = {}
+    exec(compile("import torch\nfrom torch import nn\n" + cell.source,
+                 "quickstart", "exec"), names)
+    runtime.set_backend("sequential")
+    try:
+        X, y = load_digits(return_X_y=True)
+        x = dnn.from_array((X / 16).astype(np.float32).reshape(
+            -1, 1, 8, 8), n_blocks=4)
+        t = dnn.from_array(y, n_blocks=4)
+        x_tr, x_te, t_tr, t_te = (d.collect() for d in dnn.train_test_split(
+            x, t, test_size=0.25, random_state=0))
+    finally:
+        runtime.set_backend("local")
+    torch.manual_seed(0)
+    model = names["Net"]()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    order = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        perm = torch.randperm(len(x_tr), generator=order)
+        for start in range(0, len(x_tr), 32):
+            idx = perm[start:start + 32]
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(
+                model(x_tr[idx]), t_tr[idx].long()).backward()
+            opt.step()
+    with torch.no_grad():
+        return float((model.eval()(x_te).argmax(1) == t_te).float().mean())
