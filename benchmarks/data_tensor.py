@@ -1,6 +1,7 @@
-"""ds-tensor benchmark: the master's memory, and the speed of shuffle.
+"""ds-tensor benchmark: the master's memory, the speed of shuffle, and
+the loaders of HDF5, Zarr and shards.
 
-Two figures, on the local backend:
+Two figures by default, on the local backend:
 
 1. Master memory. ``load_npy`` of a 2 GiB float32 file into 16 blocks,
    then ``map_blocks`` and ``shuffle``, waiting for every task. Reported:
@@ -12,11 +13,19 @@ Two figures, on the local backend:
    one process, as a ratio of median times over repeats. Blocks are made
    (and the worker pool started) before timing.
 
+With ``--loaders``, instead: ``load_hdf5``, ``load_zarr`` and
+``load_shards`` of a ``--loaders-mib`` (default 512) MiB data set against
+reading it whole in one process (h5py, zarr, ``np.load``/``torch.load``),
+as read throughput and the reading process's peak memory, each
+contender in a fresh child process (see ``_loaders.py``; needs h5py and
+zarr, about 3 times the data set in memory and disk).
+
 Usage::
 
     python benchmarks/data_tensor.py            # both figures
     python benchmarks/data_tensor.py --repeats 7 --blocks 2 8 16
     python benchmarks/data_tensor.py --skip-memory
+    python benchmarks/data_tensor.py --loaders --repeats 5
 
 Needs about 7 GiB of free memory and 2 GiB of disk in --tmpdir.
 """
@@ -32,7 +41,8 @@ import time
 
 import numpy as np
 
-from _machine import describe  # noqa: E402 - benchmarks/ is on sys.path
+import _loaders  # noqa: E402 - benchmarks/ is on sys.path
+from _machine import describe  # noqa: E402
 
 GIB = 1 << 30
 ROW = 128   # float32 values per row: 512 bytes
@@ -132,7 +142,7 @@ def cpu_seconds():
             continue
         parents[int(entry)] = int(fields[1])
         times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
-    family, total = {os.getpid()}, 0.0
+    family = {os.getpid()}
     changed = True
     while changed:
         changed = False
@@ -219,15 +229,30 @@ def main(argv=None):
                              "below 0.6 before each figure (default 300)")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--skip-shuffle", action="store_true")
+    parser.add_argument("--loaders", action="store_true",
+                        help="only the loaders figure (HDF5, Zarr, shards)")
+    parser.add_argument("--loaders-mib", type=float, default=512)
     parser.add_argument("--memory-child", metavar="PATH",
                         help=argparse.SUPPRESS)
+    parser.add_argument("--loader-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
         memory_child(args.memory_child, args.memory_blocks)
         return
+    if args.loader_child:
+        _loaders.child(args.loader_child, args.tmpdir, args.repeats)
+        return
     print(f"machine: {describe()}")
     print(f"backend: local, {os.environ.get('DISLIB_NN_WORKERS') or 'one'}"
           f" worker(s) per core")
+    if args.loaders:
+        before = wait_until_quiet(args.quiet_wait)
+        with tempfile.TemporaryDirectory(dir=args.tmpdir) as folder:
+            _loaders.run(os.path.abspath(__file__), folder,
+                         int(args.loaders_mib * (1 << 20)), args.repeats)
+        print(f"1-minute load average before: {before:.2f}, after: "
+              f"{load_average():.2f}")
+        return
     if not args.skip_memory:
         run_memory(args.tmpdir, int(args.memory_gib * GIB),
                    args.memory_blocks)

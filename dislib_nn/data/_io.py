@@ -1,8 +1,10 @@
-"""Loading ds-tensors from ``.npy`` files, one task per block.
+"""Loading a ds-tensor from one ``.npy`` file, one task per block.
 
-The master reads only the file headers; every block is read by its own
-task through a memory map, so the files must be readable by the workers
-at the same path (a shared file system on a cluster).
+The master reads only the file's header; every block is read by its own
+task through a memory map, so the file must be readable by the workers
+at the same path (a shared file system on a cluster). Many files
+(``.npy`` and ``.pt``) are loaded by ``_shards``, which reads ``.npy``
+headers with :func:`_header` too; HDF5 and Zarr by ``_formats``.
 """
 
 import os
@@ -52,51 +54,6 @@ def load_npy(path, block_size=None, n_blocks=None):
                                     int(bounds[i + 1]))
               for i in range(len(sizes))]
     return DsTensor._from_blocks(blocks, sizes, shape[1:], dtype)
-
-
-def load_npy_files(paths):
-    """A DsTensor with one block per ``.npy`` file, in the order given.
-
-    The layout of sharded data sets: each file holds consecutive samples
-    and becomes one block, read by its own task.
-
-    Parameters
-    ----------
-    paths : sequence of str or os.PathLike
-        ``.npy`` files holding samples of the same shape and dtype, each
-        with at least one row.
-
-    Returns
-    -------
-    DsTensor
-    """
-    if isinstance(paths, (str, bytes, os.PathLike)) or not hasattr(
-            paths, "__iter__"):
-        raise InvalidParameterError(
-            f"The 'paths' parameter of load_npy_files must be a list of "
-            f".npy paths. Got {paths!r} instead; load_npy reads one file.")
-    paths = list(paths)
-    if not paths:
-        raise ShapeError("load_npy_files needs at least one file. Got an "
-                         "empty list of paths.")
-    headers = [_header(p, "load_npy_files", f"paths[{k}]")
-               for k, p in enumerate(paths)]
-    first_path, first_shape, first_dtype = headers[0]
-    for k, (path, shape, dtype) in enumerate(headers):
-        if shape[1:] != first_shape[1:]:
-            raise ShapeError(
-                f"load_npy_files needs files with samples of one shape: "
-                f"{first_path} has samples of shape {first_shape[1:]} but "
-                f"paths[{k}] = {path} has {shape[1:]}.")
-        if dtype != first_dtype:
-            raise ShapeError(
-                f"load_npy_files needs files of one dtype: {first_path} "
-                f"holds {first_dtype} but paths[{k}] = {path} holds "
-                f"{dtype}.")
-    blocks = [_tasks._read_npy_rows(path, 0, shape[0])
-              for path, shape, _ in headers]
-    return DsTensor._from_blocks(blocks, [s[0] for _, s, _ in headers],
-                                 first_shape[1:], first_dtype)
 
 
 def _header(path, caller, name):

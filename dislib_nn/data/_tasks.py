@@ -53,6 +53,66 @@ def _read_npy_rows(path, start, stop):
     return out
 
 
+@task(returns=1)
+def _read_hdf5_rows(path, dataset, start, stop):
+    """Rows ``start:stop`` of an HDF5 dataset, read straight into the block
+    (HDF5 converts to the native byte order on the way)."""
+    import h5py
+    with h5py.File(path, "r") as f:
+        ds = f[dataset]
+        out = shared_empty((stop - start,) + ds.shape[1:],
+                           _torch_dtype(_native(ds.dtype)))
+        if stop > start:
+            ds.read_direct(_as_numpy(out), np.s_[start:stop])
+    return out
+
+
+@task(returns=1)
+def _read_zarr_rows(path, component, start, stop):
+    """Rows ``start:stop`` of a Zarr array, decoded straight into the
+    block (in the native byte order)."""
+    import zarr
+    from zarr.buffer.cpu import NDBuffer
+    array = zarr.open_array(store=path, path=component or "", mode="r")
+    out = shared_empty((stop - start,) + tuple(array.shape[1:]),
+                       _torch_dtype(_native(array.dtype)))
+    if stop > start:
+        array.get_basic_selection(
+            slice(start, stop),
+            out=NDBuffer.from_numpy_array(_as_numpy(out)))
+    return out
+
+
+@task(returns=1)
+def _read_shards(paths, rows, sample_shape, dtype):
+    """The ``.npy`` and ``.pt`` files ``paths`` one after the other in one
+    block, ``rows[k]`` rows of ``sample_shape`` and ``dtype`` from
+    ``paths[k]`` (what the master found there)."""
+    out = shared_empty((sum(rows),) + tuple(sample_shape), dtype)
+    at = 0
+    for path, n in zip(paths, rows):
+        if path.endswith(".npy"):
+            part = np.load(path, mmap_mode="r")
+            found = (tuple(part.shape), _torch_dtype(part.dtype))
+        else:
+            # weights_only: a file read here cannot run code.
+            part = torch.load(path, map_location="cpu", weights_only=True,
+                              mmap=True)
+            found = (tuple(getattr(part, "shape", ())),
+                     getattr(part, "dtype", None))
+        if found != ((n,) + tuple(sample_shape), dtype):
+            raise ValueError(
+                f"{path} changed since the master read it: it holds shape "
+                f"{found[0]} and dtype {found[1]}, not {n} rows of "
+                f"{tuple(sample_shape)} and {dtype}.")
+        if isinstance(part, np.ndarray):
+            np.copyto(_as_numpy(out[at:at + n]), part, casting="no")
+        else:
+            out[at:at + n].copy_(part.detach())
+        at += n
+    return out
+
+
 # ----------------------------------------------------------- transforms
 @task(returns=2)
 def _read_dataset_rows(dataset, start, stop, x_shape, x_dtype, y_shape,
@@ -363,6 +423,13 @@ def _as_numpy(tensor):
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy()
     return tensor.numpy()
+
+
+def _native(np_dtype):
+    """A numeric numpy dtype in the machine's byte order (torch has no
+    other); any other dtype as it is."""
+    return np_dtype.newbyteorder("=") if np_dtype.kind in "biufc" \
+        else np_dtype
 
 
 def _torch_dtype(np_dtype):

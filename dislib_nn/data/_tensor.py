@@ -22,6 +22,7 @@ class DsTensor:
     are released when the last DsTensor holding them is garbage; blocks
     given to this constructor stay the caller's. Build one with
     :func:`from_array`, :func:`load_npy`, :func:`load_npy_files`,
+    :func:`load_shards`, :func:`load_hdf5`, :func:`load_zarr`,
     :func:`random`, :func:`zeros` or :func:`from_ds_array`.
 
     Parameters

@@ -82,6 +82,9 @@ AHEAD = {("fit_app.py", "compss-concurrent-sync"): (
          # Integer ids and a file-reading Dataset of the script's own.
          ("inputs_app.py", "compss"): ("compss", "inputs_app.py"),
          ("inputs_app.py", "python"): ("python", "inputs_app.py"),
+         # HDF5, Zarr and .npy/.pt shards read by the workers' tasks.
+         ("loaders_app.py", "compss"): ("compss", "loaders_app.py"),
+         ("loaders_app.py", "python"): ("python", "loaders_app.py"),
          # The SLURM example killed mid-fit and run again (a driver
          # script: it starts the emulated runs itself).
          ("resume_example.py", "python"): ("python", "resume_example.py"),
