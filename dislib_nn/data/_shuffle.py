@@ -32,17 +32,20 @@ from dislib_nn.data._lifetime import release
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import blocks_share_memory, n_workers, wait_on
 
-# "gather" (one pass; all blocks in one memory), "pieces" (two passes;
-# each row moves once) or None: "gather" where blocks share one machine's
-# memory (local, sequential), "pieces" elsewhere (COMPSs).
-_STRATEGY = None
+#: The task graphs that move rows (the ``moves`` parameter): "gather"
+#: (one pass: a task reads every input block, where blocks share one
+#: machine's memory), "pieces" (two passes: each input block is split
+#: into one piece per output block, which moves once, and the pieces are
+#: merged), "auto" ("gather" where blocks share one machine's memory:
+#: local, sequential; "pieces" elsewhere: COMPSs, dask).
+MOVES = ("auto", "gather", "pieces")
 
 # How many times partition redraws Dirichlet proportions that leave a
 # part without rows before giving up.
 _MAX_DRAWS = 1000
 
 
-def shuffle(x, y=None, random_state=None):
+def shuffle(x, y=None, random_state=None, moves="auto"):
     """Shuffle the rows of ``x`` (and ``y``, alike) across all blocks.
 
     Every row appears exactly once in the result, block sizes are kept,
@@ -54,6 +57,14 @@ def shuffle(x, y=None, random_state=None):
     y : DsTensor, default=None
         Rows aligned with ``x`` (labels, targets), moved the same way.
     random_state : int, numpy RandomState or Generator, default=None
+    moves : {"auto", "gather", "pieces"}, default="auto"
+        The task graph that moves the rows (the result is the same):
+        ``"gather"``, one task per group of output blocks reading every
+        input block, fewest tasks where blocks share one machine's
+        memory; ``"pieces"``, each input block split into a piece per
+        output block and the pieces merged, so that each row crosses the
+        network once; ``"auto"``, gather on the local and sequential
+        backends, pieces elsewhere.
 
     Returns
     -------
@@ -72,16 +83,17 @@ def shuffle(x, y=None, random_state=None):
     True
     """
     v.check_xy(x, y, "shuffle")
-    return _shuffled(x, y, random_state, "shuffle")
+    one_pass = _one_pass(moves, "shuffle")
+    return _shuffled(x, y, random_state, "shuffle", one_pass)
 
 
-def _shuffled(x, y, random_state, caller):
+def _shuffled(x, y, random_state, caller, one_pass=None):
     rng, seeds = _randomness(random_state, caller, x.n_blocks, x.n_blocks)
     counts = _draw_counts(x.block_sizes, x.block_sizes, rng)
-    x2 = _move(x, counts, None, seeds)
+    x2 = _move(x, counts, None, seeds, one_pass)
     if y is None:
         return x2
-    y2 = _move(y.rechunk(x.block_sizes), counts, None, seeds)
+    y2 = _move(y.rechunk(x.block_sizes), counts, None, seeds, one_pass)
     return x2, y2.rechunk(y.block_sizes)
 
 
@@ -145,7 +157,7 @@ def train_test_split(x, y=None, test_size=0.25, random_state=None,
     return tuple(out)
 
 
-def partition(x, y, n_parts, alpha=None, random_state=None):
+def partition(x, y, n_parts, alpha=None, random_state=None, moves="auto"):
     """Regroup rows into ``n_parts`` blocks, one per federated client.
 
     Parameters
@@ -165,6 +177,8 @@ def partition(x, y, n_parts, alpha=None, random_state=None):
         already above the mean size get no more rows of later classes.
         Smaller alpha, more skew. Every part gets at least one row.
     random_state : int, numpy RandomState or Generator, default=None
+    moves : {"auto", "gather", "pieces"}, default="auto"
+        The task graph that moves the rows, as in :func:`shuffle`.
 
     Returns
     -------
@@ -175,6 +189,7 @@ def partition(x, y, n_parts, alpha=None, random_state=None):
     """
     caller = "partition"
     v.check_xy(x, y, caller)
+    one_pass = _one_pass(moves, caller)
     n_parts = v.check_int(n_parts, "n_parts", caller, 1, len(x),
                           " (the number of rows)")
     if alpha is not None:
@@ -199,8 +214,8 @@ def partition(x, y, n_parts, alpha=None, random_state=None):
         targets = _dirichlet_targets(per_block.sum(axis=0), n_parts,
                                      float(alpha), rng)
         counts = _draw_class_counts(per_block, targets, rng)
-    x2 = _move(x, counts, labels, seeds)
-    y2 = None if y is None else _move(y, counts, labels, seeds)
+    x2 = _move(x, counts, labels, seeds, one_pass)
+    y2 = None if y is None else _move(y, counts, labels, seeds, one_pass)
     release(labels)
     return x2 if y is None else (x2, y2)
 
@@ -285,7 +300,7 @@ def _labels(y):
 
 
 # --------------------------------------------------------- the movement
-def _move(x, counts, labels, seeds):
+def _move(x, counts, labels, seeds, one_pass=None):
     """The rows of ``x`` moved as ``counts`` says (see the module doc).
 
     Every intermediate (the index plans, the pieces) is released as soon
@@ -299,7 +314,9 @@ def _move(x, counts, labels, seeds):
     index = [_tasks._split_index(None if labels is None else labels[i],
                                  counts[i], split_seeds[i])
              for i in range(n_in)]
-    if _one_pass():
+    if one_pass is None:
+        one_pass = _one_pass("auto", "")
+    if one_pass:
         blocks = [None] * n_out
         per_task = -(-n_out // n_workers())
         for start in range(0, n_out, per_task):
@@ -324,10 +341,16 @@ def _move(x, counts, labels, seeds):
     return _rows._like(x, blocks, sizes)
 
 
-def _one_pass():
-    if _STRATEGY is None:
+def _one_pass(moves, caller):
+    """Whether ``moves`` (:data:`MOVES`) moves rows in one pass."""
+    if moves not in MOVES:
+        raise InvalidParameterError(
+            f"The 'moves' parameter of {caller} must be a str among "
+            f"{{{', '.join(repr(m) for m in MOVES)}}}. Got {moves!r} "
+            f"instead.")
+    if moves == "auto":
         return blocks_share_memory()
-    return _STRATEGY == "gather"
+    return moves == "gather"
 
 
 def _placeholders(n):

@@ -6,7 +6,6 @@ import torch
 
 import dislib_nn as dnn
 from dislib_nn import runtime
-from dislib_nn.data import _shuffle
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 
 
@@ -27,16 +26,16 @@ def _rows(x):
 
 
 @pytest.fixture(params=["gather", "pieces"])
-def strategy(request, monkeypatch):
-    """Both task graphs: one-pass gather (local) and pieces (COMPSs)."""
-    monkeypatch.setattr(_shuffle, "_STRATEGY", request.param)
+def strategy(request):
+    """Both task graphs (``moves``): one-pass gather (local) and pieces
+    (COMPSs)."""
     return request.param
 
 
 # ------------------------------------------------------------ shuffle
 def test_shuffle_is_a_permutation_keeping_xy_aligned(backend, strategy):
     x, y = _xy()
-    x2, y2 = dnn.shuffle(x, y, random_state=0)
+    x2, y2 = dnn.shuffle(x, y, random_state=0, moves=strategy)
     rows = _rows(x2)
     assert sorted(rows) == list(range(103))
     assert not np.array_equal(rows, np.arange(103))
@@ -53,17 +52,16 @@ def test_shuffle_mixes_rows_across_blocks(backend):
 
 def test_shuffle_with_differently_blocked_y(backend, strategy):
     x, y = _xy(block_size=10, y_block_size=17)
-    x2, y2 = dnn.shuffle(x, y, random_state=5)
+    x2, y2 = dnn.shuffle(x, y, random_state=5, moves=strategy)
     assert y2.block_sizes == y.block_sizes
     assert np.array_equal(y2.collect().numpy(), _rows(x2) * 10)
 
 
-def test_shuffle_same_seed_same_result_on_every_graph(backend, monkeypatch):
+def test_shuffle_same_seed_same_result_on_every_graph(backend):
     x, y = _xy()
     results = []
-    for graph in ("gather", "pieces", "gather"):
-        monkeypatch.setattr(_shuffle, "_STRATEGY", graph)
-        x2, y2 = dnn.shuffle(x, y, random_state=42)
+    for graph in ("gather", "pieces", "gather", "auto"):
+        x2, y2 = dnn.shuffle(x, y, random_state=42, moves=graph)
         results.append((_rows(x2), y2.collect().numpy()))
     for rows, labels in results[1:]:
         assert np.array_equal(rows, results[0][0])
@@ -215,7 +213,7 @@ def _bounds(sizes):
 
 def test_partition_iid(backend, strategy):
     x, y = _xy(n=103, block_size=20)
-    x2, y2 = dnn.partition(x, y, 4, random_state=0)
+    x2, y2 = dnn.partition(x, y, 4, random_state=0, moves=strategy)
     assert x2.block_sizes == y2.block_sizes == (26, 26, 26, 25)
     rows = _rows(x2)
     assert sorted(rows) == list(range(103))
@@ -233,7 +231,8 @@ def test_partition_label_skew_keeps_every_row_once(backend, strategy, alpha):
     labels = _labels()
     x = dnn.from_array(np.arange(600), block_size=150)
     y = dnn.from_array(labels, block_size=150)
-    x2, y2 = dnn.partition(x, y, 6, alpha=alpha, random_state=1)
+    x2, y2 = dnn.partition(x, y, 6, alpha=alpha, random_state=1,
+                           moves=strategy)
     assert x2.n_blocks == y2.n_blocks == 6
     assert min(x2.block_sizes) >= 1 and x2.block_sizes == y2.block_sizes
     rows = x2.collect().numpy()
@@ -334,3 +333,13 @@ def test_shuffled_blocks_are_released_when_dropped(backend):
         assert all(r() is None for r in refs)
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("fn", ["shuffle", "partition"])
+def test_moves_must_be_a_known_graph(fn):
+    x, y = _xy()
+    args = (x, y) if fn == "shuffle" else (x, y, 2)
+    with pytest.raises(InvalidParameterError, match=(
+            rf"The 'moves' parameter of {fn} must be a str among "
+            r"\{'auto', 'gather', 'pieces'\}. Got 'fast' instead.")):
+        getattr(dnn, fn)(*args, moves="fast")
