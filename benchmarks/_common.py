@@ -383,20 +383,11 @@ class HookedMLP(MLP):
 
 def worker_seeds(random_state, n_epochs, worker):
     """The seeds of one worker's training tasks in a fit with an int
-    ``random_state``, from the library's seed streams.
-
-    The base seed is drawn from ``random_state`` as the estimators draw
-    it (``check_random_state(random_state).randint(0, 2**31 - 1)``, in
-    ``_base._initialize``: dislib_nn has no function for that draw); the
-    streams below it are ``dislib_nn.training._seeds``'s own.
-    """
-    from sklearn.utils import check_random_state
-
+    ``random_state``: the library's own draw of the base seed and its
+    training streams (``dislib_nn.training._seeds``)."""
     from dislib_nn.training import _seeds
-    base = int(check_random_state(random_state).randint(0, 2 ** 31 - 1))
-    epochs = _seeds.seed_for(base, _seeds.EPOCHS)
-    return tuple(_seeds.seed_for(epochs, _seeds.TRAIN, e, worker)
-                 for e in range(n_epochs))
+    return _seeds.train_seeds(_seeds.draw_base(random_state), n_epochs,
+                              worker)
 
 
 def hooked_estimator(kind, mode, args, n_epochs, seed, **extra):

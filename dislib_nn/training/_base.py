@@ -26,7 +26,6 @@ back by it when a fit fails.
 
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 
 from dislib_nn import runtime
 from dislib_nn.data import shuffle
@@ -198,8 +197,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         else drawn from ``random_state``.
         """
         if seed is None:
-            seed = check_random_state(self.random_state).randint(
-                0, 2 ** 31 - 1)
+            seed = _seeds.draw_base(self.random_state)
         inferred = self._inferred_arguments(checked)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(_seeds.seed_for(int(seed), _seeds.MODEL_INIT))
@@ -235,7 +233,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         epochs = EpochData(
             data.x, data.y, self.n_workers_, self.shuffle,
             _seeds.seed_for(self._seed, _seeds.EPOCHS), _shuffle,
-            balance=bool(self.balance), keep_last=recompute)
+            balance=bool(self.balance), keep_last=recompute,
+            rates=self.balance if isinstance(self.balance, (list, tuple))
+            else None)
         setup = FitSetup(
             components, epochs,
             {k: v.detach().clone()
