@@ -7,19 +7,18 @@ backend), fitted once per seed (``random_state``; the data set is drawn
 once, with seed 0) in these configurations:
 
 ``sync``            synchronous, ``balance=False`` (the reference);
-``sync_even16``     synchronous, ``balance=True`` but dealt evenly: the 8
-                    blocks per worker that balancing splits arrays into,
-                    without an uneven deal;
-``sync_31``         synchronous, ``balance=True`` dealt 3:1 from the first
-                    epoch (37 500 / 12 500 rows, the deal balancing
+``sync_even16``     synchronous, ``balance=[1, 1]``: the 8 blocks per
+                    worker that balancing splits arrays into, without an
+                    uneven deal;
+``sync_31``         synchronous, ``balance=[3, 1]``: dealt 3:1 from the
+                    first epoch (37 500 / 12 500 rows, the deal balancing
                     settles at when worker 1 is twice as slow);
 ``async_bal_slow``  asynchronous, ``balance=True``, worker 1 twice as
                     slow (``async_training.py``'s hook, ``HookedMLP`` in
                     ``_common.py``): the deal comes
                     from measured throughput, as in the benchmark.
 
-The fixed deals replace the measured throughput by fixed rates (a hook
-on a private class of the library: a diagnostic, not an API). Wall
+The fixed deals give the rates instead of measuring them. Wall
 times are printed but mean nothing here (no quiet machine needed):
 accuracy does not depend on the machine's load, except for the
 asynchronous configuration, whose merge order follows timings.
@@ -50,57 +49,22 @@ from _common import (add_mlp_arguments, classification_split,  # noqa: E402
                      hooked_estimator)
 from _machine import describe  # noqa: E402
 
-# name: (strategy, slow-down hook, estimator parameters, fixed rates)
+# name: (strategy, slow-down hook, estimator parameters); a list of
+# rates deals by them from the first epoch (balance=[3, 1]).
 CONFIGS = {
-    "sync": ("sync", "none", {}, None),
-    "sync_even16": ("sync", "none", {"balance": True}, (1, 1)),
-    "sync_31": ("sync", "none", {"balance": True}, (3, 1)),
-    "async_bal_slow": ("async", "slow", {"balance": True}, None),
+    "sync": ("sync", "none", {}),
+    "sync_even16": ("sync", "none", {"balance": [1, 1]}),
+    "sync_31": ("sync", "none", {"balance": [3, 1]}),
+    "async_bal_slow": ("async", "slow", {"balance": True}),
 }
 
 
-class _FixedRates:
-    """Deal by fixed rates from the first epoch (replaces the library's
-    measured throughput while in use)."""
-
-    def __init__(self, rates):
-        self.rates = rates
-        self.saved = None
-
-    def __enter__(self):
-        from dislib_nn.training.strategies import _dealing
-        cls = _dealing.Throughput
-        self.saved = (cls.__init__, cls.observe, cls.known)
-        rates = list(self.rates)
-
-        def init(throughput, n_workers):
-            throughput.rates = list(rates)
-
-        cls.__init__ = init
-        cls.observe = lambda throughput, counts, compute_s: None
-        cls.known = lambda throughput: True
-
-    def __exit__(self, *exc):
-        from dislib_nn.training.strategies import _dealing
-        cls = _dealing.Throughput
-        cls.__init__, cls.observe, cls.known = self.saved
-
-
-class _Nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
-
-
 def fit_one(name, seed, data, args):
-    kind, mode, extra, rates = CONFIGS[name]
-    with (_FixedRates(rates) if rates else _Nothing()):
-        est = hooked_estimator(kind, mode, args, args.epochs, seed, **extra)
-        t0 = time.perf_counter()
-        est.fit(data[0], data[2])
-        fit_s = time.perf_counter() - t0
+    kind, mode, extra = CONFIGS[name]
+    est = hooked_estimator(kind, mode, args, args.epochs, seed, **extra)
+    t0 = time.perf_counter()
+    est.fit(data[0], data[2])
+    fit_s = time.perf_counter() - t0
     return {"seed": seed, "config": name,
             "acc": float(est.score(data[1], data[3])),
             "rows": est.history_[-1]["worker_samples"],

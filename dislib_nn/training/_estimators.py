@@ -191,12 +191,16 @@ _PARAMETERS = """
     warm_start : bool, default=False
         ``fit`` continues from the current model instead of starting
         anew.
-    balance : bool, default=False
+    balance : bool or list of float, default=False
         Deal blocks to workers in proportion to their measured throughput
         (rows per second in earlier epochs), so that a slower worker gets
-        less data and all finish together. Needs ``shuffle="global"`` or
-        ``"local"`` and more blocks than workers; the model then depends
-        on timings, so ``random_state`` no longer fixes it. Every
+        less data and all finish together; a list gives each worker's
+        relative speed instead, dealt by from the first epoch (needs
+        ``n_workers`` of its length: ``balance=[3, 1]`` for a node three
+        times as fast as the other). Needs ``shuffle="global"`` or
+        ``"local"`` and more blocks than workers; measured, the model
+        then depends on timings, so ``random_state`` no longer fixes it
+        (given rates, it does). Every
         replica weighs the same in the merge, whatever rows it got (see
         docs/strategies.md).
     checkpoint_dir : str, os.PathLike or None, default=None

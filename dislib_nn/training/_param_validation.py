@@ -19,7 +19,8 @@ from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.tasks._precision import (PRECISIONS,
                                                  check_device_parameter)
 
-__all__ = ["Interval", "EpochFraction", "Options", "Text", "Boolean",
+__all__ = ["Interval", "EpochFraction", "Options", "Text", "Rates",
+           "Boolean",
            "NoneValue",
            "Callable",
            "PathLike", "ModuleSpec", "DeviceSpec", "RandomState",
@@ -82,6 +83,19 @@ class Text:
 
     def __str__(self):
         return "a non-empty str"
+
+
+class Rates:
+    """A list or tuple of positive finite numbers (one per worker)."""
+
+    def is_satisfied_by(self, value):
+        return isinstance(value, (list, tuple)) and len(value) > 0 and all(
+            isinstance(r, numbers.Real) and not isinstance(r, (bool,
+                                                              np.bool_))
+            and np.isfinite(r) and r > 0 for r in value)
+
+    def __str__(self):
+        return "a list of positive numbers, one per worker"
 
 
 class EpochFraction:

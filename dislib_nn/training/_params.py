@@ -71,7 +71,7 @@ class ParamsMixin:
         "random_state": [p.NoneValue(), p.RandomState()],
         "verbose": [p.Boolean(), p.Interval(_INT, 0, None)],
         "warm_start": [p.Boolean()],
-        "balance": [p.Boolean()],
+        "balance": [p.Boolean(), p.Rates()],
         "checkpoint_dir": [p.NoneValue(), p.PathLike()],
         "on_failure": [p.Options("retry", "skip", "raise")],
         "max_retries": [p.Interval(_INT, 0, None)],
@@ -238,11 +238,18 @@ class ParamsMixin:
                 f"{outer}, "
                 f"outer_lr={self.outer_lr!r} and outer_momentum="
                 f"{self.outer_momentum!r}.")
-        if self.balance and self.shuffle == "none":
+        if self.balance is not False and self.shuffle == "none":
             raise InvalidParameterError(
-                f"{name} takes balance=True only with shuffle='global' or "
-                f"'local': with shuffle='none' each worker keeps its own "
-                f"blocks. Got balance=True and shuffle='none'.")
+                f"{name} takes balance={self.balance!r} only with "
+                f"shuffle='global' or 'local': with shuffle='none' each "
+                f"worker keeps its own blocks. Got balance="
+                f"{self.balance!r} and shuffle='none'.")
+        if isinstance(self.balance, (list, tuple)) and (
+                self.n_workers != len(self.balance)):
+            raise InvalidParameterError(
+                f"{name} takes balance as a list of rates with n_workers "
+                f"of its length (one rate per worker). Got balance="
+                f"{self.balance!r} and n_workers={self.n_workers!r}.")
         check_callbacks(self.callbacks, self._extra_params, name)
         strategy = getattr(type(self), "_strategy_class", None)
         if strategy is not None:

@@ -142,12 +142,17 @@ def balanced_deal(order, sizes, rates):
 
 
 class Throughput:
-    """Each worker's rows per second, from the epochs read so far."""
+    """Each worker's rows per second, from the epochs read so far; or
+    ``fixed`` rates (``balance=[...]``), never measured."""
 
-    def __init__(self, n_workers):
-        self.rates = [None] * n_workers
+    def __init__(self, n_workers, fixed=None):
+        self.fixed = fixed is not None
+        self.rates = [float(r) for r in fixed] if self.fixed \
+            else [None] * n_workers
 
     def observe(self, counts, compute_s):
+        if self.fixed:
+            return
         for w, (n, s) in enumerate(zip(counts, compute_s)):
             if n and s and s > 0:
                 self.rates[w] = n / s
@@ -174,10 +179,13 @@ class EpochData:
         Keep the blocks last dealt (:meth:`last_dealt`) after the epoch
         is forgotten, until the next epoch is dealt: what the BatchNorm
         recompute at the end of a fit reads.
+    rates : list of float, default=None
+        With ``balance``: each worker's relative speed, dealt by from
+        the first epoch instead of measured.
     """
 
     def __init__(self, x, y, n_workers, shuffle, seed, shuffle_fn,
-                 balance=False, keep_last=False):
+                 balance=False, keep_last=False, rates=None):
         self.x, self.y = x, y
         self.keep_last = keep_last
         self._last = None
@@ -185,7 +193,7 @@ class EpochData:
         self.shuffle = shuffle
         self.seed = seed
         self.balance = balance
-        self.throughput = Throughput(n_workers)
+        self.throughput = Throughput(n_workers, rates)
         self._shuffle_fn = shuffle_fn
         self._prepared = {}
 
