@@ -32,7 +32,7 @@ TASK_MODULES = [
     "dislib_nn.training.tasks._batchnorm",
     "dislib_nn.training.strategies._sync",
     "dislib_nn.training.strategies._async",
-    "dislib_nn.training.callbacks._checkpoint",
+    "dislib_nn.training.tasks._snapshot",
     "dislib_nn.data._tasks",
 ]
 

@@ -17,7 +17,7 @@ climbs a ladder of small steps that subclasses may override:
 
 What differs between classifiers and regressors is in ``_targets``
 (:mod:`._targets`); predictions and scores are in :mod:`._predict`;
-resuming from a checkpoint in :mod:`.callbacks._checkpoint`; saving,
+resuming from a checkpoint in :mod:`._resume`; saving,
 loading and pickling in :mod:`._persist`; what ``sync_every="auto"``
 and ``lr_scaling="auto"`` run as in :mod:`._adaptive`. What a fit learns
 (the fitted attributes) is written by :mod:`._fitted` only, and put
@@ -31,7 +31,7 @@ from dislib_nn import runtime
 from dislib_nn.data import shuffle
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import (_checkpoint_lock, _fitted, _input_dtype,
-                                _seeds)
+                                _resume, _seeds)
 from dislib_nn.training._adaptive import plan as adaptive_plan
 from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training._components import (Components, check_step,
@@ -115,7 +115,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
 
     def _fit(self, X, y, resume):
         """``fit``, once its checkpoint folder (if any) is held."""
-        checkpoint, path = _checkpoint.to_resume(
+        checkpoint, path = _resume.to_resume(
             self, resume, self._checkpoint_dirname())
         continuing = checkpoint is None and self.warm_start \
             and self.__sklearn_is_fitted__()
@@ -127,12 +127,12 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             if not continuing:
                 self._initialize(checked, checkpoint and checkpoint["seed"])
             if checkpoint is not None:
-                _checkpoint.check_model(self, checkpoint, path)
+                _resume.check_model(self, checkpoint, path)
             self._check_step(checked)
             data = self._prepare(checked)
             if checkpoint is not None:
-                _checkpoint.check_workers(self, checkpoint, path)
-                _checkpoint.restore(self, checkpoint)
+                _resume.check_workers(self, checkpoint, path)
+                _resume.restore(self, checkpoint)
                 n_epochs = self.n_epochs - self.n_epochs_
                 if self.verbose:
                     print(f"resuming from {path}: {self.n_epochs_} of "
@@ -251,7 +251,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         for _, cb in named:
             cb.initialize()
         if checkpoint is not None:
-            _checkpoint.restore_callbacks(named, checkpoint)
+            _resume.restore_callbacks(named, checkpoint)
         callbacks = [cb for _, cb in named]
         setup.step_schedule = step_schedule_of(
             callbacks, components, self.module_, float(self.lr),

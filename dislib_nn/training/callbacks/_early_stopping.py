@@ -8,7 +8,7 @@ import math
 import numbers
 
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.training.callbacks._checkpoint import fetch_copy
+from dislib_nn.training.tasks._snapshot import fetch_copy
 from dislib_nn.training.callbacks._core import Callback
 from dislib_nn.training.callbacks._records import monitored
 

@@ -38,13 +38,13 @@ from dislib_nn.runtime import (COLLECTION_IN, COMMUTATIVE, INOUT, Depth,
                                Type, task)
 from dislib_nn.training._param_validation import (Interval, NoneValue,
                                                   Options)
-from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       Strategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
+from dislib_nn.training.tasks import _snapshot
 
 __all__ = ["AsyncStrategy", "LAG", "LAG_FEW_STEPS"]
 
@@ -288,7 +288,7 @@ class AsyncStrategy(Strategy):
         the next round's merges wait for all of this round's (training
         does not wait)."""
         parts = _global_parts(self.glob)
-        snapshot = _checkpoint.snapshot(parts[0], self._carry(parts))
+        snapshot = _snapshot.snapshot(parts[0], self._carry(parts))
         self.setup.lifetimes.release(list(parts))
         return snapshot
 

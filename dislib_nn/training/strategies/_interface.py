@@ -17,7 +17,8 @@ through five calls and knows nothing else about it:
 ``checkpoint_parts()``
     Right after a merged epoch was submitted: the future of one copy of
     the global model and of what :meth:`Strategy.carry` would return
-    then (see :mod:`.callbacks._checkpoint`).
+    then (see :mod:`dislib_nn.training.tasks._snapshot` and
+    :mod:`dislib_nn.training._resume`).
 ``carry()``
     What the next ``fit`` (``warm_start``, ``partial_fit``, a resume, a
     loaded file) must start from besides the model: a :class:`Carry`

@@ -22,12 +22,11 @@ import numbers
 
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training._param_validation import Interval, Options
-from dislib_nn.training.callbacks import _checkpoint
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       Strategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
-from dislib_nn.training.tasks import _reduce, _sharded
+from dislib_nn.training.tasks import _reduce, _sharded, _snapshot
 from dislib_nn.training.tasks._held import held
 
 __all__ = ["SyncStrategy", "merges_after"]
@@ -181,7 +180,7 @@ class SyncStrategy(Strategy):
         return model
 
     def checkpoint_parts(self):
-        return _checkpoint.snapshot(self._global(), self.carry())
+        return _snapshot.snapshot(self._global(), self.carry())
 
     def _global(self):
         """The future of the whole global model (joined from its shards
