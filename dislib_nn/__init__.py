@@ -44,7 +44,7 @@ _PUBLIC = {
 # Subpackages reachable as attributes (``dislib_nn.runtime.set_backend``)
 # without importing them first.
 _SUBMODULES = frozenset({"data", "training", "runtime", "exceptions",
-                         "plot", "callbacks"})
+                         "plot", "callbacks", "strategies"})
 
 __all__ = list(_PUBLIC)
 

@@ -19,7 +19,7 @@ defaults into that rule, for ``MIN_WORKERS`` replicas or more making
 fewer than ``MIN_STEPS`` steps an epoch; explicit values are taken as
 given. A strategy may adapt ``"auto"`` parameters of its own to the
 same condition (the asynchronous strategy's ``max_lag``: see
-:meth:`dislib_nn.training.strategies.Strategy.adapt`). A plain record
+:meth:`dislib_nn.training.strategies.EpochStrategy.adapt`). A plain record
 (:class:`Plan`) says what was chosen and why: ``verbose`` prints it and
 ``history_`` records it.
 """

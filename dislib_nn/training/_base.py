@@ -52,6 +52,7 @@ from dislib_nn.training.callbacks._core import (FailurePolicy, History,
 from dislib_nn.training.callbacks._early_stopping import EarlyStopping
 from dislib_nn.training.callbacks._lr_scheduler import step_schedule_of
 from dislib_nn.training.callbacks._schedule import LRSchedule
+from dislib_nn.training.strategies import _rounds
 from dislib_nn.training.strategies._async import AsyncStrategy
 from dislib_nn.training.strategies._dealing import EpochData
 from dislib_nn.training.strategies._interface import Carry, FitSetup
@@ -79,6 +80,16 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "module_")
+
+    @property
+    def strategy_state_(self):
+        """What the strategy carries into the next fit (a copy of the
+        dict; see the class docstring)."""
+        if not self.__sklearn_is_fitted__():
+            raise AttributeError(
+                f"This {type(self).__name__} has no strategy_state_ "
+                f"before fit: it is set by fit.")
+        return dict(self._carried)
 
     # --------------------------------------------------------------- fit
     def fit(self, X, y=None, resume=False):
@@ -256,7 +267,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         setup.step_schedule = step_schedule_of(
             callbacks, components, self.module_, float(self.lr),
             self.lr_schedule)
-        strategy = self._strategy_class(setup)
+        strategy = self._epoch_strategy(setup)
         final = run_epochs(self, strategy, named,
                            self.n_epochs_, self.n_epochs_ + n_epochs,
                            float(self.lr),
@@ -290,9 +301,21 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         return adaptive_plan(
             self.sync_every, self.lr_scaling, self.n_workers_,
             setup.steps_per_epoch(self.n_epochs_),
-            fractions=self._strategy_class.merges_within_epochs,
+            fractions=self._epoch_strategy_class().merges_within_epochs,
             has_schedule=self.lr_schedule is not None,
-            adapt=lambda few: self._strategy_class.adapt(setup.params, few))
+            adapt=lambda few: self._epoch_strategy_class().adapt(
+                setup.params, few))
+
+    def _epoch_strategy(self, setup):
+        """The strategy the epoch loop drives: the preset's class, or a
+        new instance of the user-written ``strategy`` (its parameters,
+        then the ``strategy__`` ones) in its driver."""
+        if self.strategy is None:
+            return self._strategy_class(setup)
+        built = _rounds.build_strategy(
+            self.strategy, _rounds.routed(self._extra_params),
+            type(self).__name__)
+        return _rounds.RoundDriver(setup, built)
 
     def _callbacks(self, plan):
         """The fit's ``(name, callback)`` pairs, in the order they run:

@@ -23,6 +23,13 @@ __all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
 PREFIXES = ("module", "criterion", "optimizer", "lr_schedule",
             "outer_optimizer")
 
+# What the prefixes that check_keywords lets through for their owners
+# set, for its messages.
+_ROUTED = {"callbacks": "callbacks__<name>__<argument> sets a callback "
+                        "argument",
+           "strategy": "strategy__<argument> sets an argument of the "
+                       "strategy= given"}
+
 # Arguments fit fills in from the data when the module class accepts them
 # and the user did not give them (scikeras does the same with ``meta``).
 INFERRED = ("n_features_in", "n_classes", "n_outputs")
@@ -135,8 +142,8 @@ def check_keywords(keys, valid, caller, error, more_prefixes=()):
         if sep:
             close = difflib.get_close_matches(prefix, prefixes, n=1)
             hint = (f" Did you mean '{close[0]}__{arg}'?" if close else "")
-            others = "".join(f" {p}__<name>__<argument> sets a {p[:-1]} "
-                             f"argument." for p in more_prefixes)
+            others = "".join(f" {_ROUTED.get(p, p + '__<argument>')}."
+                             for p in more_prefixes)
             raise error(
                 f"{caller} got an unknown parameter {key!r}: "
                 f"'{prefix}__' is not a component prefix; the prefixes "

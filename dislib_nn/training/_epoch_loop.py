@@ -6,7 +6,7 @@ a list of callbacks (:mod:`.callbacks._core`), which receive the fit's
 :class:`~.callbacks._records.EpochRecord` and each merge's
 :class:`~.callbacks._records.MergeRecord`. Epoch ``e``'s scalars are
 waited for after epoch ``e + lag`` is submitted (``lag`` is the
-strategy's :attr:`~.strategies._interface.Strategy.scalar_lag`, asked
+strategy's :attr:`~.strategies._interface.EpochStrategy.scalar_lag`, asked
 after each submission, or 0 when a callback needs each epoch's record
 before the next is submitted), so workers never idle while the master
 reads them. The loop itself waits for scalars only (sample counts, loss
@@ -37,7 +37,7 @@ def run_epochs(estimator, strategy, callbacks, first, total, lr,
     Parameters
     ----------
     estimator : the estimator being fitted
-    strategy : Strategy
+    strategy : EpochStrategy
     callbacks : list of (str, Callback)
         The fit's named callbacks, in running order, initialized
         (:meth:`~.callbacks._core.Callback.initialize`) by the caller.

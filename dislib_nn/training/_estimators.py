@@ -290,9 +290,20 @@ _PARAMETERS = """
         What the criterion receives besides the targets: the selected
         ``output``, or ``"all"`` the forward returned (a tuple or dict as
         it is), for a loss that combines several heads.
+    strategy : Strategy subclass or instance, or None, default=None
+        A user-written averaging strategy
+        (``dislib_nn.strategies.Strategy``) to run instead of this
+        class's own: its merges replace the class's (this class's own
+        strategy parameters stay at their defaults, and the outer step,
+        ``merge_precision`` and ``optimizer_state="average"`` are the
+        strategy's to decide); everything else keeps its meaning. Its
+        parameters are routed as ``strategy__name=value``. See
+        docs/writing_a_strategy.md.
 {extra}    **kwargs
         Component arguments with the prefixes ``module__``,
-        ``criterion__``, ``optimizer__`` and ``lr_schedule__``.
+        ``criterion__``, ``optimizer__``, ``lr_schedule__`` and
+        ``outer_optimizer__``; ``strategy__`` arguments of ``strategy``;
+        ``callbacks__NAME__`` arguments of a callback.
 
     Attributes
     ----------
@@ -324,6 +335,12 @@ _PARAMETERS = """
         Optimizer state per worker after the last epoch (one, averaged,
         with ``optimizer_state="average"``; None with ``"reset"``), so that
         ``partial_fit`` and ``warm_start`` continue it exactly.
+    strategy_state_ : dict
+        What the strategy carries into the next fit besides the model and
+        the optimizer states, name -> value: the outer step's momentum
+        buffer (``"velocity"``) or optimizer state
+        (``"outer_optimizer"``), or what a user-written strategy's
+        ``carry()`` returned. Checkpoints and ``save`` store it.
 """
 
 

@@ -24,7 +24,7 @@ __all__ = ["Interval", "EpochFraction", "Options", "Text", "Rates",
            "NoneValue",
            "Callable",
            "PathLike", "ModuleSpec", "DeviceSpec", "RandomState",
-           "PairOfArrays", "Precision", "validate"]
+           "PairOfArrays", "Precision", "StrategySpec", "validate"]
 
 
 class Interval:
@@ -146,6 +146,19 @@ class Callable:
 
     def __str__(self):
         return self.what
+
+
+class StrategySpec:
+    """A user-written strategy: a ``dislib_nn.strategies.Strategy``
+    subclass or instance."""
+
+    def is_satisfied_by(self, value):
+        from dislib_nn.training.strategies._rounds import is_user_strategy
+        return is_user_strategy(value)
+
+    def __str__(self):
+        return ("a dislib_nn.strategies.Strategy subclass or instance "
+                "(docs/writing_a_strategy.md)")
 
 
 class CallbackList:

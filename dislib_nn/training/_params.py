@@ -31,6 +31,7 @@ from dislib_nn.training._scoring import ScoringSpec, check_scoring
 from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
                                                  check_callbacks,
                                                  name_callbacks)
+from dislib_nn.training.strategies import _rounds
 from dislib_nn.training.strategies._dealing import SHUFFLE_MODES
 
 __all__ = ["ParamsMixin"]
@@ -89,6 +90,7 @@ class ParamsMixin:
         "output": [p.NoneValue(), p.Interval(_INT, 0, None), p.Text()],
         "loss_input": [p.Options("output", "all")],
         "callbacks": [p.NoneValue(), p.CallbackList()],
+        "strategy": [p.NoneValue(), p.StrategySpec()],
         "outer_optimizer": [p.NoneValue(), p.Callable(
             "a torch.optim.Optimizer subclass or a callable returning "
             "one")],
@@ -109,7 +111,8 @@ class ParamsMixin:
                  accumulate_grad_batches=1,
                  precision="fp32", callbacks=None, outer_optimizer=None,
                  merge_precision="fp32", recompute_batchnorm="auto",
-                 output=None, loss_input="output", **kwargs):
+                 output=None, loss_input="output", strategy=None,
+                 **kwargs):
         self.module = module
         self.criterion = criterion
         self.optimizer = optimizer
@@ -148,6 +151,7 @@ class ParamsMixin:
         self.recompute_batchnorm = recompute_batchnorm
         self.output = output
         self.loss_input = loss_input
+        self.strategy = strategy
         # Component arguments (module__hidden=...) are parameters too,
         # stored verbatim like the others and checked at fit.
         self._extra_params = dict(kwargs)
@@ -184,7 +188,8 @@ class ParamsMixin:
         check_keywords([key for key in params
                         if key not in names and key != "kwargs"], names,
                        f"{type(self).__name__}.set_params",
-                       InvalidParameterError, more_prefixes=(PREFIX,))
+                       InvalidParameterError,
+                       more_prefixes=(PREFIX, _rounds.PREFIX))
         plain = {}
         for key, value in params.items():
             if key in names:
@@ -200,7 +205,8 @@ class ParamsMixin:
     def _validate_params(self):
         name = type(self).__name__
         check_keywords(self._extra_params, self._get_param_names(), name,
-                       InvalidParameterError, more_prefixes=(PREFIX,))
+                       InvalidParameterError,
+                       more_prefixes=(PREFIX, _rounds.PREFIX))
         # Before the constraint table: it names what does not fit the
         # estimator (a name, a callable), not only a str or a callable.
         check_scoring(self)
@@ -251,9 +257,39 @@ class ParamsMixin:
                 f"of its length (one rate per worker). Got balance="
                 f"{self.balance!r} and n_workers={self.n_workers!r}.")
         check_callbacks(self.callbacks, self._extra_params, name)
-        strategy = getattr(type(self), "_strategy_class", None)
+        self._check_strategy(name)
+
+    def _check_strategy(self, name):
+        """The strategy's own checks, and what ``strategy=`` does not
+        combine with: routed ``strategy__`` arguments without it, the
+        preset's own parameters away from their defaults."""
+        routed = _rounds.routed(self._extra_params)
+        preset = getattr(type(self), "_strategy_class", None)
+        if self.strategy is None:
+            if routed:
+                raise InvalidParameterError(
+                    f"{name} got "
+                    f"{', '.join(_rounds.PREFIX + '__' + k for k in routed)}"
+                    f" but strategy=None: strategy__<name>=value sets a "
+                    f"parameter of the strategy given as strategy=.")
+        elif preset is not None:
+            for key, default in preset.parameters.items():
+                if getattr(self, key) != default:
+                    raise InvalidParameterError(
+                        f"{name} with strategy={self.strategy!r} runs that "
+                        f"strategy, which does not read {key}; leave it at "
+                        f"its default {default!r}. Got {key}="
+                        f"{getattr(self, key)!r}.")
+        strategy = self._epoch_strategy_class()
         if strategy is not None:
             strategy.check_params(self.get_params(deep=False), name)
+
+    def _epoch_strategy_class(self):
+        """The class the epoch loop drives: the preset's, or the driver
+        of the user-written ``strategy``."""
+        if self.strategy is not None:
+            return _rounds.RoundDriver
+        return getattr(type(self), "_strategy_class", None)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

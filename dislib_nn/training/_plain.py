@@ -8,16 +8,17 @@ record of data:
 * a numpy array or scalar, a set, a ``numpy.random.RandomState``: its
   values;
 * a class or function that can be imported: its name (``"module:name"``);
-* an instance of an ``nn.Module`` or ``Callback`` class that can be
-  imported (a ``module=`` instance, a callback): its class's name and
-  its ``__dict__``, as data again;
+* an instance of an ``nn.Module``, ``Callback`` or ``Strategy`` class
+  that can be imported (a ``module=`` instance, a callback, a
+  ``strategy=`` instance): its class's name and its ``__dict__``, as
+  data again;
 * anything else (a class defined in ``__main__``, a lambda, a closure):
   by value, in one cloudpickle blob that only ``trusted=True`` unpickles.
 
 Reading follows a policy (:class:`Decoder`): a name resolves only to a
 subclass of ``nn.Module``, ``torch.optim.Optimizer``, a torch learning-
-rate scheduler or ``Callback``, or to a function of torch, numpy, math
-or dislib_nn; its module must be imported already or belong to one of
+rate scheduler, ``Callback`` or ``Strategy``, or to a function of
+torch, numpy, math or dislib_nn; its module must be imported already or belong to one of
 those packages (importing a module runs its code); an instance is only
 rebuilt for a class that passes the same rules, without calling its
 ``__init__``. Anything else is refused with :class:`UnsafeFileError`,
@@ -51,14 +52,14 @@ _SAFE_FUNCTIONS = {"torch", "numpy", "math", "dislib_nn"}
 
 
 def _bases():
-    from dislib_nn.training.callbacks._core import Callback
     return (torch.nn.Module, torch.optim.Optimizer,
-            torch.optim.lr_scheduler.LRScheduler, Callback)
+            torch.optim.lr_scheduler.LRScheduler) + _instance_bases()[1:]
 
 
 def _instance_bases():
     from dislib_nn.training.callbacks._core import Callback
-    return (torch.nn.Module, Callback)
+    from dislib_nn.training.strategies._template import Strategy
+    return (torch.nn.Module, Callback, Strategy)
 
 
 class Encoder:
@@ -194,7 +195,7 @@ class Decoder:
                     and issubclass(cls, _instance_bases())):
                 raise self._refused(
                     f"an instance of {obj['class']}, which is not an "
-                    f"nn.Module or a Callback")
+                    f"nn.Module, a Callback or a Strategy")
             instance = cls.__new__(cls)
             instance.__dict__.update(self.decode(obj["state"]))
             return instance
@@ -226,7 +227,8 @@ class Decoder:
         if not self.trusted and not _allowed(obj):
             raise self._refused(
                 f"{module_name}.{qualname}, which is not an nn.Module, "
-                f"optimizer, scheduler or Callback class, nor a function "
+                f"optimizer, scheduler, Callback or Strategy class, nor a "
+                f"function "
                 f"of {', '.join(sorted(_SAFE_FUNCTIONS))}")
         return obj
 

@@ -27,6 +27,7 @@ from dislib_nn.exceptions import (CheckpointMismatchError,
                                   InvalidParameterError, UnsafeFileError)
 from dislib_nn.training import _atomic_file, _fitted
 from dislib_nn.training.callbacks._named import PREFIX, name_callbacks
+from dislib_nn.training.strategies._template import Strategy
 
 __all__ = ["FILE_NAME", "FORMAT", "FREE_PARAMS", "write", "load",
            "to_resume", "restore", "restore_callbacks", "check_params",
@@ -208,6 +209,9 @@ def describe(value):
                 f"{tuple(int(n) for n in value.shape)}")
     if isinstance(value, torch.device):
         return repr(str(value))
+    if isinstance(value, Strategy):
+        # A strategy= instance: its class and its parameters.
+        return f"{qualified(type(value))}({describe(value.get_params())})"
     return f"a {qualified(type(value))}"
 
 

@@ -85,6 +85,10 @@ AHEAD = {("fit_app.py", "compss-concurrent-sync"): (
          # HDF5, Zarr and .npy/.pt shards read by the workers' tasks.
          ("loaders_app.py", "compss"): ("compss", "loaders_app.py"),
          ("loaders_app.py", "python"): ("python", "loaders_app.py"),
+         # The user-written strategy of docs/writing_a_strategy.md.
+         ("strategy_app.py", "compss"): ("compss", "strategy_app.py"),
+         ("strategy_app.py", "sequential"): (
+             "python", "strategy_app.py", "sequential"),
          # The SLURM example killed mid-fit and run again (a driver
          # script: it starts the emulated runs itself).
          ("resume_example.py", "python"): ("python", "resume_example.py"),

@@ -135,7 +135,7 @@ REFUSED = {
     "reduce": r"holds objects that only unpickling can rebuild",
     "by_value": r"wants to run code stored by value \(x\)",
     "subprocess": r"wants to run subprocess.Popen, which is not an "
-                  r"nn.Module, optimizer, scheduler or Callback class",
+                  r"nn.Module, optimizer, scheduler, Callback or Strategy class",
     "os_system": r"wants to run os.system, which is not",
     "not_imported": r"wants to run antigravity.geohash, whose module "
                     r"'antigravity' is not imported here \(importing it "

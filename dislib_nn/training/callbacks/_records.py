@@ -43,7 +43,7 @@ class FitState:
         of an earlier :class:`EpochRecord` (early stopping's best).
     callbacks : list of (str, Callback)
         The fit's callbacks with their names, in the order they run.
-    strategy : Strategy
+    strategy : EpochStrategy
         The training strategy (internal: see
         :mod:`dislib_nn.training.strategies`).
     """

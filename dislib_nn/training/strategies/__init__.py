@@ -1,7 +1,7 @@
 """Training strategies: *when* replicas train and merge.
 
 A strategy is one module behind the small interface of
-:mod:`._interface` (:class:`Strategy`, driven by the epoch loop with a
+:mod:`._interface` (:class:`EpochStrategy`, driven by the epoch loop with a
 :class:`FitSetup`, answering with :class:`EpochHandle` records and
 carrying a :class:`Carry` from one fit to the next):
 :mod:`._sync` merges every replica together, :mod:`._async` folds each
@@ -11,6 +11,6 @@ worker trains on, :mod:`._lifetimes` when a future's data may be freed,
 """
 
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      FitSetup, Strategy)
+                                                      FitSetup, EpochStrategy)
 
-__all__ = ["Strategy", "FitSetup", "EpochHandle", "Carry"]
+__all__ = ["EpochStrategy", "FitSetup", "EpochHandle", "Carry"]

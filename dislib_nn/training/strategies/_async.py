@@ -40,7 +40,7 @@ from dislib_nn.training._param_validation import (Interval, NoneValue,
                                                   Options)
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      Strategy, combine_shares)
+                                                      EpochStrategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
@@ -132,7 +132,7 @@ def _global_parts(glob):
     return glob["state"], optim, glob["velocity"], glob.get("outer")
 
 
-class AsyncStrategy(Strategy):
+class AsyncStrategy(EpochStrategy):
     """Submits per-worker chains of epochs and their merges.
 
     What carries over to the next fit: each worker's optimizer state

@@ -16,7 +16,7 @@ through five calls and knows nothing else about it:
     The future (or value) of the model the fit ends with.
 ``checkpoint_parts()``
     Right after a merged epoch was submitted: the future of one copy of
-    the global model and of what :meth:`Strategy.carry` would return
+    the global model and of what :meth:`EpochStrategy.carry` would return
     then (see :mod:`dislib_nn.training.tasks._snapshot` and
     :mod:`dislib_nn.training._resume`).
 ``carry()``
@@ -31,7 +31,7 @@ What a training task reports is a :class:`~.tasks._report.TrainStats`;
 the loop that submits one training task per worker, and the history
 fields read from their reports, are :mod:`._replicas`'.
 
-A new strategy is one module with a :class:`Strategy` subclass (its
+A new strategy is one module with a :class:`EpochStrategy` subclass (its
 parameters included) and its tasks; the estimator class names it in
 ``_strategy_class``.
 """
@@ -43,7 +43,7 @@ from dislib_nn.training.tasks._report import TrainStats
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
                                                   share_of_batches, share_rows)
 
-__all__ = ["FitSetup", "EpochHandle", "Strategy", "Carry",
+__all__ = ["FitSetup", "EpochHandle", "EpochStrategy", "Carry",
            "training_fields", "combine_shares", "measured_compute_s"]
 
 
@@ -89,7 +89,7 @@ class FitSetup:
     state : dict
         The model's ``state_dict`` the fit starts from.
     carried : Carry
-        What the previous fit's :meth:`Strategy.carry` returned (values),
+        What the previous fit's :meth:`EpochStrategy.carry` returned (values),
         or an empty :class:`Carry` for a new model.
     params : dict
         The estimator's parameters (``batch_size``, ``optimizer_state``,
@@ -233,7 +233,7 @@ class FitSetup:
 
 
 class EpochHandle:
-    """What :meth:`Strategy.submit_epoch` submitted for one epoch.
+    """What :meth:`EpochStrategy.submit_epoch` submitted for one epoch.
 
     Attributes
     ----------
@@ -251,7 +251,7 @@ class EpochHandle:
         which every worker fetched for its next round already.
     checkpoint : future or None
         Set by the epoch loop when a callback wants checkpoints: what
-        :meth:`Strategy.checkpoint_parts` returned after this epoch.
+        :meth:`EpochStrategy.checkpoint_parts` returned after this epoch.
     """
 
     def __init__(self, epoch, lr, merged, scalars, model=None,
@@ -265,7 +265,7 @@ class EpochHandle:
         self.checkpoint = None
 
 
-class Strategy:
+class EpochStrategy:
     """Base of the strategies; see the module docstring for the calls.
 
     Attributes

@@ -18,7 +18,7 @@ the last DsTensor that holds them (``dislib_nn.data._lifetime``).
 
 from dislib_nn.runtime import delete_object
 
-__all__ = ["Lifetimes"]
+__all__ = ["Lifetimes", "is_value"]
 
 
 class Lifetimes:
@@ -38,7 +38,7 @@ class Lifetimes:
     def release(self, *objs):
         """Release each future among ``objs`` (lists are flattened)."""
         for obj in _flatten(objs):
-            if obj is None or _is_value(obj) or id(obj) in self._kept \
+            if obj is None or is_value(obj) or id(obj) in self._kept \
                     or id(obj) in self._released:
                 continue
             self._released[id(obj)] = obj
@@ -53,5 +53,5 @@ def _flatten(objs):
             yield obj
 
 
-def _is_value(obj):
+def is_value(obj):
     return isinstance(obj, (dict, int, float, str)) or hasattr(obj, "shape")

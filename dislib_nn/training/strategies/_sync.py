@@ -23,7 +23,7 @@ import numbers
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training._param_validation import Interval, Options
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      Strategy, combine_shares)
+                                                      EpochStrategy, combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.tasks import _reduce, _sharded, _snapshot
@@ -41,7 +41,7 @@ def merges_after(epoch, sync_every, last):
     return last or (epoch + 1) % sync_every == 0
 
 
-class SyncStrategy(Strategy):
+class SyncStrategy(EpochStrategy):
     """Submits the tasks of the synchronous strategy, one epoch at a time.
 
     What carries over to the next fit: every worker's optimizer state

@@ -15,9 +15,11 @@ from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 __all__ = ["snapshot", "fetch_copy"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
+#: A carried value may be a list of futures (one per worker, say).
+_CARRIED = {Type: COLLECTION_IN, Depth: 2}
 
 
-@task(returns=1, optims=_COLLECTION, values=_COLLECTION)
+@task(returns=1, optims=_COLLECTION, values=_CARRIED)
 def _snapshot(model, optims, has_optims, names, values):
     """One copy of a merged epoch's parts, for the master to fetch."""
     return {"model": model,
@@ -36,9 +38,19 @@ def snapshot(model, carry):
     optims = carry.optimizer_states
     has_optims = optims is not None
     names = sorted(carry.state)
-    return _snapshot(model, list(optims) if has_optims else [model],
-                     has_optims, names,
-                     [carry.state[k] for k in names] or [model])
+    # A dict may be an object that tasks updated in place (INOUT,
+    # COMMUTATIVE): as an argument of its own a task reads its latest
+    # version, where PyCOMPSs gives a collection element the master's
+    # copy.
+    values = [carry.state[k] for k in names]
+    copies = [_copied(v) for v in values if isinstance(v, dict)]
+    it = iter(copies)
+    values = [next(it) if isinstance(v, dict) else v for v in values]
+    parts = _snapshot(model, list(optims) if has_optims else [model],
+                      has_optims, names, values or [model])
+    for copy in copies:
+        runtime.delete_object(copy)
+    return parts
 
 
 @task(returns=1)
