@@ -29,7 +29,7 @@ PREFIX = "strategy"
 
 #: Shared parameters whose step a user-written strategy's merge decides,
 #: with the value it needs.
-_THE_STRATEGYS = {"optimizer_state": ("keep", "reset"),
+_DECIDED_BY_STRATEGY = {"optimizer_state": ("keep", "reset"),
                   "merge_precision": ("fp32",), "outer_optimizer": (None,),
                   "outer_lr": (1.0,), "outer_momentum": (0.0,)}
 
@@ -66,7 +66,7 @@ class RoundDriver(EpochStrategy):
     @classmethod
     def check_params(cls, params, name):
         spec = params[PREFIX]
-        for key, allowed in _THE_STRATEGYS.items():
+        for key, allowed in _DECIDED_BY_STRATEGY.items():
             if params[key] not in allowed:
                 raise InvalidParameterError(
                     f"{name} with strategy={_named(spec)} takes {key}="
@@ -141,7 +141,7 @@ class RoundDriver(EpochStrategy):
             raise TypeError(
                 f"{type(self.strategy).__name__}.carry() must return a "
                 f"dict of str -> value; it returned {carried!r}.")
-        self._hand(*carried.values())
+        self._hand(carried)
         optims = None if keep == "reset" or None in self.optims \
             else list(self.optims)
         return Carry(optims, carried)
@@ -167,10 +167,11 @@ class RoundDriver(EpochStrategy):
         self.current, self.optims = trained.states, trained.optims
         return trained
 
-    def _merge(self, round):
-        """Hand ``round`` to the strategy; release what it no longer
-        holds; what its merge returned for ``history_``."""
-        info = self.strategy.merge(round)
+    def _merge(self, trained):
+        """Hand ``trained`` (a :class:`Round`) to the strategy; release
+        what it no longer holds; what its merge returned for
+        ``history_``."""
+        info = self.strategy.merge(trained)
         if info is not None and not isinstance(info, (list, tuple)):
             raise TypeError(
                 f"{type(self.strategy).__name__}.merge() must return None "
@@ -179,7 +180,7 @@ class RoundDriver(EpochStrategy):
         self.model_now = None
         self.current = [None] * self.setup.n_workers
         self.starts = None
-        self._hand(*round.states, *round.starts)
+        self._hand(trained.states, trained.starts)
         held = self._release_unheld()
         if info is not None and any(
                 id(obj) in held and not is_value(obj) for obj in info):

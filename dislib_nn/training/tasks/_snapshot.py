@@ -42,14 +42,13 @@ def snapshot(model, carry):
     # COMMUTATIVE): as an argument of its own a task reads its latest
     # version, where PyCOMPSs gives a collection element the master's
     # copy.
-    values = [carry.state[k] for k in names]
-    copies = [_copied(v) for v in values if isinstance(v, dict)]
-    it = iter(copies)
-    values = [next(it) if isinstance(v, dict) else v for v in values]
+    given = [carry.state[k] for k in names]
+    values = [_copied(v) if isinstance(v, dict) else v for v in given]
     parts = _snapshot(model, list(optims) if has_optims else [model],
                       has_optims, names, values or [model])
-    for copy in copies:
-        runtime.delete_object(copy)
+    for copy, value in zip(values, given):
+        if copy is not value:
+            runtime.delete_object(copy)
     return parts
 
 
