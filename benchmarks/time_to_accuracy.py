@@ -30,7 +30,9 @@ on the same ``make_classification`` rows (``_ddp.make_data``, seed
                 epochs, factored as DDP;
 ``sync SETTING`` the same with ``--sync-setting`` (``key=value,...``);
 ``async``       ``AsyncEpochAveragingClassifier`` at its defaults, in
-                full under every link (its merge order depends on timing).
+                full under every link (its merge order depends on timing);
+``async SETTING`` the same with ``--async-setting`` (``max_lag=null``
+                for None).
 
 A fit's epoch 1 includes its start (placing the data on the workers);
 factored times count epoch 1 as measured and later epochs at their mean.
@@ -498,11 +500,16 @@ def main(argv=None):
         args.links = args.links or "none,100mbit"
     args.links = (args.links or "none,1gbit,300mbit,100mbit").split(",")
     args.contenders = args.contenders.split(",")
-    args.estimators = [(c.split()[0], "") for c in args.contenders
-                       if c in ("sync", "async")]
-    if args.sync_setting and "sync-setting" in args.contenders:
-        for i, setting in enumerate(args.sync_setting.split(";")):
-            args.estimators.insert(1 + i, ("sync", setting))
+    # Estimator rows in the order the contenders name them.
+    args.estimators = []
+    for c in args.contenders:
+        kind = c.split("-")[0]
+        if c in ("sync", "async"):
+            args.estimators.append((kind, ""))
+        elif c in ("sync-setting", "async-setting"):
+            settings = getattr(args, f"{kind}_setting")
+            args.estimators.extend((kind, s) for s in settings.split(";")
+                                   if s)
     from _machine import print_header
     from testbed import unavailable_reason
     print_header("time_to_accuracy.py")
@@ -580,6 +587,9 @@ def _parser():
     p.add_argument("--sync-setting", default="shuffle=local",
                    help="key=value,... for another sync row; several "
                         "rows separated by ';'")
+    p.add_argument("--async-setting", default="",
+                   help="key=value,... for asynchronous rows (contender "
+                        "async-setting); several separated by ';'")
     p.add_argument("--model", default="mlp4m")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--max-epochs", type=int, default=20,

@@ -52,6 +52,15 @@ _ASYNC_PARAMETERS = """    max_lag : int, None or "auto", default="auto"
         rounds the global model moved beyond what a synchronous round
         would have merged since the worker's snapshot; 0 turns the
         discount off.
+    merge_delay : {0, 1}, default=0
+        1: a worker does not wait for its merge. It starts each round
+        from its own weights, corrected by its merge of the round before
+        last (that merge's global model minus its weights then), so the
+        merge and the transfers it needs run while the next round
+        trains. With ``max_lag=0`` (what ``"auto"`` is then) the model
+        is the synchronous estimators' ``merge_delay=1``. Needs
+        ``max_lag`` 0 or None, ``merge_precision="fp32"`` and
+        ``optimizer_state`` "keep" or "reset". docs/strategies.md.
 """
 
 _SYNC_PARAMETERS = """    merge_delay : {0, 1}, default=0

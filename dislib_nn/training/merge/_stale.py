@@ -67,7 +67,8 @@ import torch
 from dislib_nn.training.merge import _outer, _payload, _sums
 
 __all__ = ["staleness", "discount", "merge_weight", "replay",
-           "FoldRules", "new_global", "fold", "snapshot_of"]
+           "FoldRules", "new_global", "fold", "snapshot_of",
+           "round_rows_of"]
 
 _WIDEN = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
@@ -182,6 +183,12 @@ def snapshot_of(glob):
     return dict(glob["state"]), optim, {"progress": glob["progress"]}
 
 
+def round_rows_of(rules, round_rows):
+    """The rows of a merge's round: ``round_rows`` (a share of an
+    epoch's), by default the epoch's ``rules.n_rows``."""
+    return rules.n_rows if round_rows is None else max(1, round_rows)
+
+
 def fold(glob, start_state, start_progress, trained_state, n_samples,
          rules, trained_optim=None, finite=True, round_rows=None):
     """Fold one worker's update into the global model ``glob`` in place.
@@ -203,7 +210,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
         ``staleness`` and ``weight`` of this merge, and ``index``, its
         position among the fit's merges.
     """
-    n_rows = rules.n_rows if round_rows is None else max(1, round_rows)
+    n_rows = round_rows_of(rules, round_rows)
     n_samples = rules.counted_rows(n_samples, n_rows)
     tau = staleness(glob["progress"] - start_progress, n_samples, n_rows)
     share = n_samples / n_rows

@@ -29,11 +29,18 @@ an epoch (:data:`LAG_FEW_STEPS`, :meth:`AsyncStrategy.adapt`). Nothing
 in the chains waits on the master; the master reads scalars only, up to
 the epochs that ``max_lag`` rounds span behind (see
 :attr:`AsyncStrategy.scalar_lag`).
+
+``merge_delay=1`` (with ``max_lag`` 0 or None) starts a worker's round
+without its merge of the round before: from its own replica, corrected
+by its merge of the round before that
+(:mod:`dislib_nn.training.tasks._delayed_fold`). The strategy then keeps
+each round's replicas until the second round after it has started.
 """
 
 import math
 import numbers
 
+from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.runtime import (COLLECTION_IN, COMMUTATIVE, INOUT, Depth,
                                Type, task)
 from dislib_nn.training._param_validation import (Interval, NoneValue,
@@ -44,7 +51,7 @@ from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
-from dislib_nn.training.tasks import _snapshot
+from dislib_nn.training.tasks import _delayed_fold, _snapshot
 
 __all__ = ["AsyncStrategy", "LAG", "LAG_FEW_STEPS"]
 
@@ -142,19 +149,47 @@ class AsyncStrategy(EpochStrategy):
     (``"outer_optimizer"``).
     """
 
-    parameters = {"max_lag": "auto", "staleness_exponent": 0.5}
+    parameters = {"max_lag": "auto", "staleness_exponent": 0.5,
+                  "merge_delay": 0}
     merges_within_epochs = True
     constraints = {
         "max_lag": [Options("auto"), NoneValue(),
                     Interval(numbers.Integral, 0, None)],
-        "staleness_exponent": [Interval(numbers.Real, 0, None)]}
+        "staleness_exponent": [Interval(numbers.Real, 0, None)],
+        "merge_delay": [Interval(numbers.Integral, 0, 1)]}
+
+    @classmethod
+    def check_params(cls, params, name):
+        if params["merge_delay"] == 0:
+            return
+        lag = params["max_lag"]
+        if lag not in ("auto", None, 0):
+            raise InvalidParameterError(
+                f"{name} takes merge_delay=1 only with max_lag=0, None or "
+                f"'auto' (which is then 0): a worker's start takes its own "
+                f"merge of the round before last, and another worker's "
+                f"older snapshot may already hold this worker's last "
+                f"update. Got merge_delay=1 and max_lag={lag!r}.")
+        for key, allowed in (("merge_precision", ("fp32",)),
+                             ("optimizer_state", ("keep", "reset"))):
+            if params[key] not in allowed:
+                shown = " or ".join(repr(a) for a in allowed)
+                raise InvalidParameterError(
+                    f"{name} takes merge_delay=1 only with {key}={shown}: "
+                    f"a worker that starts its next round before its "
+                    f"merge goes on from its own float32 state and "
+                    f"optimizer state. Got merge_delay=1 and "
+                    f"{key}={params[key]!r}.")
 
     @classmethod
     def adapt(cls, params, few):
         """``max_lag="auto"``: :data:`LAG_FEW_STEPS` where the replicas
-        make few steps an epoch, else :data:`LAG`."""
+        make few steps an epoch, else :data:`LAG`; 0 with
+        ``merge_delay=1`` (the delay is a round of lag by itself)."""
         if params["max_lag"] != "auto":
             return {}
+        if params["merge_delay"]:
+            return {"max_lag": 0}
         return {"max_lag": LAG_FEW_STEPS if few else LAG}
 
     def __init__(self, setup):
@@ -175,6 +210,7 @@ class AsyncStrategy(EpochStrategy):
             equal_shares=p["balance"], outer_build=None if outer is None
             else setup.components.build_outer_optimizer)
         snapshot = (setup.state, start_optim, {"progress": 0})
+        self.initial = snapshot
         self.start = [snapshot] * n        # each worker's round start
         self.picked = [False] * n          # start made by _freshest
         self.current = [None] * n          # trained state, mid-round
@@ -182,6 +218,12 @@ class AsyncStrategy(EpochStrategy):
         self.rounds = []                   # merge outputs per round
         # max_lag=0: the next round's start, shared by every worker.
         self.next_start = None
+        # merge_delay=1: each round's trained replicas and rows
+        # (read by the starts one and two rounds later), and with
+        # max_lag=0 the start before next_start.
+        self.delay = p["merge_delay"]
+        self.trained, self.trained_rows = [], []
+        self.start_before = None
         self.round_open = [True] * n
         self.rounds_per_epoch = 1
         # sync_every of the epoch submitted last (read by scalar_lag).
@@ -278,6 +320,10 @@ class AsyncStrategy(EpochStrategy):
         return fields
 
     def final_model(self):
+        if self.trained:
+            # merge_delay=1: the replicas no start will read any more.
+            self.setup.lifetimes.release(self.trained[-2:])
+            self.trained = []
         return self._global_parts()[0]
 
     def carry(self):
@@ -318,6 +364,9 @@ class AsyncStrategy(EpochStrategy):
         r = len(self.rounds)
         if r == 0:
             return
+        if self.delay:
+            self._begin_delayed_round(w, r)
+            return
         if self.max_lag == 0:
             # Released with the round that starts from it (_merge).
             self.start[w], self.picked[w] = self.next_start, False
@@ -336,6 +385,28 @@ class AsyncStrategy(EpochStrategy):
                                         [c[2] for c in candidates]))
         self.picked[w] = True
 
+    def _begin_delayed_round(self, w, r):
+        """``merge_delay=1``: worker ``w`` starts round ``r`` from its
+        own replica, corrected by the global snapshot of round
+        ``r - 2`` (:mod:`~dislib_nn.training.tasks._delayed_fold`), so
+        it does not wait for its merge of round ``r - 1``."""
+        own = self.trained[r - 1][w]
+        if r == 1:
+            merged = replica = None
+            fallback, info = self.initial[0], self.initial[2]
+        else:
+            snap = self.start_before if self.max_lag == 0 \
+                else self.rounds[r - 2][w]
+            merged, replica, fallback, info = (snap[0],
+                                               self.trained[r - 2][w],
+                                               snap[0], snap[2])
+        start, start_info = _delayed_fold.submit_delayed_round_start(
+            own, merged, replica, fallback, info,
+            _stale.round_rows_of(self.rules, self.trained_rows[r - 1]))
+        self.start[w], self.picked[w] = (start, None, start_info), True
+        if r >= 2:
+            self.setup.lifetimes.release(self.trained[r - 2][w])
+
     def _merge(self, counts, stats, epoch, want_model, round_rows):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
@@ -351,24 +422,34 @@ class AsyncStrategy(EpochStrategy):
                 state, optim, info, record = _fold(*args)
                 outputs.append((state, optim, info))
                 records.append(record)
-            lifetimes.release(self.current[w])
+            if not self.delay:
+                # With the delay the next two starts read it.
+                lifetimes.release(self.current[w])
             if self.average:
                 lifetimes.release(self.optims[w])
             if self.picked[w]:
                 lifetimes.release(list(self.start[w]))
         self.rounds.append(outputs)
+        if self.delay:
+            self.trained.append(self.current)
+            self.trained_rows.append(round_rows)
         self.current = [None] * len(counts)
         self.round_open = [True] * len(counts)
         # A round's outputs are read by the next round of their worker
         # and by the others' round r + 1 + max_lag: release what no
         # round still to start can read.
-        keep = 1 + (self.max_lag or 0)
+        keep = 1 + (self.max_lag or 0) + self.delay
         old = len(self.rounds) - 1 - keep
         if old >= 0:
             lifetimes.release([list(snap) for snap in self.rounds[old]])
         model = None
         if self.max_lag == 0:
-            lifetimes.release(list(self.next_start or ()))
+            # Read by the next round's starts (two rounds on with the
+            # delay), all submitted by now.
+            old_start = self.start_before if self.delay else self.next_start
+            lifetimes.release(list(old_start or ()))
+            if self.delay:
+                self.start_before = self.next_start
             self.next_start = tuple(_round_start(self.glob))
             if want_model:
                 model = lifetimes.keep(self.next_start[0])
