@@ -34,11 +34,10 @@ default 1), ``DISLIB_NN_DASK_ADDRESS`` and
 """
 
 import atexit
-import os
 import threading
 
 from dislib_nn.exceptions import BackendError
-from dislib_nn.runtime import _compss_detect, _dask_cluster
+from dislib_nn.runtime import _dask_cluster, _environment
 
 __all__ = [
     "task", "constraint", "wait_on", "barrier", "delete_object",
@@ -50,41 +49,9 @@ __all__ = [
     "CPU_TASK", "GPU_TASK", "shutdown", "time_out", "is_time_out",
 ]
 
-_BACKENDS = ("local", "sequential", "compss", "dask")
-_START_METHODS = ("forkserver", "fork", "spawn")
-
-
-def _env_choice():
-    name = os.environ.get("DISLIB_NN_BACKEND", "").strip().lower()
-    if name and name not in _BACKENDS:
-        raise BackendError(
-            f"DISLIB_NN_BACKEND must be one of {', '.join(_BACKENDS)}. "
-            f"Got {name!r} instead.")
-    if name == "compss" and not _compss_detect.in_compss():
-        raise BackendError(
-            "DISLIB_NN_BACKEND=compss, but this script is not running "
-            "inside the COMPSs runtime: launch it with runcompss or "
-            "enqueue_compss.")
-    if not name:
-        name = "compss" if _compss_detect.in_compss() else "local"
-    return name
-
-
-def _env_int(var):
-    raw = os.environ.get(var)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise BackendError(f"{var} must be an int >= 1. Got {raw!r} "
-                           f"instead.")
-    return value
-
-
-_BACKEND = _env_choice()
+_BACKENDS = _environment.BACKENDS
+_START_METHODS = _environment.START_METHODS
+_BACKEND = _environment.backend_choice()
 
 if _BACKEND == "compss":
     from dislib_nn.runtime._compss import (  # noqa: F401
@@ -118,18 +85,8 @@ _active_engine = None
 # Local pools by configuration: switching back to a configuration reuses
 # its pool (and its futures) instead of starting a new one.
 _pools = {}
-_settings = {"n_workers": _env_int("DISLIB_NN_WORKERS"),
-             "threads": _env_int("DISLIB_NN_THREADS") or 1,
-             "start_method": os.environ.get("DISLIB_NN_START_METHOD",
-                                            "forkserver"),
-             "address": os.environ.get("DISLIB_NN_DASK_ADDRESS") or None,
-             "scheduler_file": os.environ.get(
-                 "DISLIB_NN_DASK_SCHEDULER_FILE") or None,
-             "client": None,
-             # A backend named by DISLIB_NN_BACKEND or set_backend():
-             # the current dask client then does not choose dask.
-             "explicit": bool(os.environ.get("DISLIB_NN_BACKEND",
-                                             "").strip())}
+# What set_backend() and the DISLIB_NN_* variables chose.
+_settings = _environment.initial_settings()
 
 
 def _backend():

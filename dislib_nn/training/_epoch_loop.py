@@ -12,9 +12,10 @@ before the next is submitted), so workers never idle while the master
 reads them. The loop itself waits for scalars only (sample counts, loss
 sums, task times, validation statistics), never weights, in one
 ``wait_on`` per epoch; a callback may wait for more (the Checkpoint
-callback fetches the model of the epochs it writes). Every task the epochs submit runs under the estimator's
-``task_timeout`` (a ``runtime.time_out`` block): one that runs longer
-fails as the runtime's time-outs do, and its ``on_failure`` applies.
+callback fetches the model of the epochs it writes). Every task the
+epochs submit runs under the estimator's ``task_timeout`` (a
+``runtime.time_out`` block): one that runs longer fails as the
+runtime's time-outs do, and its ``on_failure`` applies.
 """
 
 import contextlib
