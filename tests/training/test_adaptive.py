@@ -167,9 +167,10 @@ def test_the_asynchronous_strategy_follows_the_same_rule():
     assert len(first["merges"]) == 4 * 8
 
 
-def _async_lag(max_lag, workers, steps):
+def _async_lag(max_lag, workers, steps, merge_delay=0):
+    params = {"max_lag": max_lag, "merge_delay": merge_delay}
     return plan("auto", "auto", workers, steps, adapt=lambda few:
-                AsyncStrategy.adapt({"max_lag": max_lag}, few))
+                AsyncStrategy.adapt(params, few))
 
 
 @pytest.mark.parametrize("workers,steps,lag", [
@@ -183,9 +184,16 @@ def test_auto_lag_is_none_where_the_replicas_make_few_steps(workers, steps,
     assert f"max_lag={lag}" in chosen.describe()
 
 
+@pytest.mark.parametrize("workers,steps", [(2, 3), (64, 3)])
+def test_auto_lag_is_zero_with_a_merge_delay(workers, steps):
+    chosen = _async_lag("auto", workers, steps, merge_delay=1)
+    assert chosen.strategy_params == {"max_lag": 0}
+
+
 @pytest.mark.parametrize("max_lag", [None, 0, 3])
 def test_an_explicit_lag_is_taken_as_given(max_lag):
     assert _async_lag(max_lag, 64, 3).strategy_params == {}
+    assert _async_lag(max_lag, 64, 3, merge_delay=1).strategy_params == {}
 
 
 def test_auto_lag_on_enough_steps_lets_a_worker_run_ahead(capsys):
