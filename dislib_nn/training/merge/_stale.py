@@ -62,12 +62,14 @@ rows, whatever its own: share ``1 / P``, and ``N / P`` rows of progress
 (see docs/strategies.md for why).
 """
 
+import dataclasses
+
 import torch
 
 from dislib_nn.training.merge import _outer, _payload, _sums
 
 __all__ = ["staleness", "discount", "merge_weight", "replay",
-           "FoldRules", "new_global", "fold", "snapshot_of",
+           "FoldRules", "GlobalModel", "new_global", "fold",
            "round_rows_of"]
 
 _WIDEN = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
@@ -161,26 +163,51 @@ class FoldRules:
             and self.outer_momentum == 0.0
 
 
+@dataclasses.dataclass(eq=False)
+class GlobalModel:
+    """The asynchronous strategy's global model, changed by :func:`fold`
+    in place (the merge tasks' ``COMMUTATIVE`` or ``INOUT`` argument).
+
+    ``state`` is the model's state dict; ``optim`` the averaged optimizer
+    state, flat (``skeleton`` rebuilds it; None when none is averaged);
+    ``progress`` the training rows merged so far and ``merges`` the
+    merges; ``velocity`` the outer momentum buffer, ``pending`` the
+    round's outer steps so far and ``round_weight`` the round's merge
+    weights so far; ``outer`` the outer optimizer's ``state_dict``
+    (None: a new one).
+    """
+
+    state: dict
+    optim: dict = dataclasses.field(default_factory=dict)
+    skeleton: object = None
+    progress: float = 0
+    merges: int = 0
+    velocity: dict = dataclasses.field(default_factory=dict)
+    pending: dict = dataclasses.field(default_factory=dict)
+    round_weight: float = 0.0
+    outer: object = None
+
+    def averaged_optimizer_state(self):
+        """The averaged optimizer state (``{}`` when none is averaged)."""
+        if self.skeleton is None:
+            return {}
+        return _sums.unflatten_optimizer_state(self.optim, self.skeleton)
+
+    def snapshot(self):
+        """What a worker starts its next round from: state, optimizer
+        state (``{}`` when none is averaged) and progress."""
+        return (dict(self.state), self.averaged_optimizer_state(),
+                {"progress": self.progress})
+
+
 def new_global(state, optim_state=None, velocity=None, outer_state=None):
-    """The global model a fit starts from (a plain dict, changed by
-    :func:`fold` in place); ``outer_state`` is the outer optimizer's
-    ``state_dict`` (None: a new one)."""
+    """The :class:`GlobalModel` a fit starts from; ``outer_state`` is the
+    outer optimizer's ``state_dict`` (None: a new one)."""
     flat, skeleton = {}, None
     if optim_state:
         flat, skeleton = _sums.flatten_optimizer_state(optim_state)
-    return {"state": dict(state), "optim": flat, "skeleton": skeleton,
-            "progress": 0, "merges": 0, "velocity": dict(velocity or {}),
-            "pending": {}, "round_weight": 0.0, "outer": outer_state}
-
-
-def snapshot_of(glob):
-    """What a worker starts its next round from: state, optimizer state
-    (``{}`` when none is averaged) and progress."""
-    optim = {}
-    if glob["skeleton"] is not None:
-        optim = _sums.unflatten_optimizer_state(glob["optim"],
-                                                 glob["skeleton"])
-    return dict(glob["state"]), optim, {"progress": glob["progress"]}
+    return GlobalModel(dict(state), flat, skeleton,
+                       velocity=dict(velocity or {}), outer=outer_state)
 
 
 def round_rows_of(rules, round_rows):
@@ -212,7 +239,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
     """
     n_rows = round_rows_of(rules, round_rows)
     n_samples = rules.counted_rows(n_samples, n_rows)
-    tau = staleness(glob["progress"] - start_progress, n_samples, n_rows)
+    tau = staleness(glob.progress - start_progress, n_samples, n_rows)
     share = n_samples / n_rows
     weight = share * discount(tau, rules.exponent)
     deltas = None
@@ -221,12 +248,12 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
     elif isinstance(trained_state, _payload.Delta):
         deltas = _payload.widened(trained_state)
         trained_state = _payload.apply(start_state, deltas)
-    velocity, pending = glob["velocity"], glob["pending"]
-    if glob["merges"] % rules.n_workers == 0:
-        glob["round_weight"] = 0.0
-    glob["round_weight"] += weight
-    blend = weight / glob["round_weight"] if glob["round_weight"] else 0.0
-    state = glob["state"]
+    velocity, pending = glob.velocity, glob.pending
+    if glob.merges % rules.n_workers == 0:
+        glob.round_weight = 0.0
+    glob.round_weight += weight
+    blend = weight / glob.round_weight if glob.round_weight else 0.0
+    state = glob.state
     for key, value in state.items():
         new = trained_state[key]
         if not _is_float(value):
@@ -246,29 +273,29 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
                                          velocity.get(key))
         pending[key] = step if key not in pending else pending[key] + step
         state[key] = _add(value, rules.outer_lr, step)
-    glob["progress"] += n_samples if rules.equal_shares else int(n_samples)
-    glob["merges"] += 1
-    if glob["merges"] % rules.n_workers == 0:
+    glob.progress += n_samples if rules.equal_shares else int(n_samples)
+    glob.merges += 1
+    if glob.merges % rules.n_workers == 0:
         if rules.outer_build is not None and pending:
-            params, glob["outer"] = _outer.delayed_optimizer_step(
-                state, pending, rules.outer_lr, glob.get("outer"),
+            params, glob.outer = _outer.delayed_optimizer_step(
+                state, pending, rules.outer_lr, glob.outer,
                 rules.outer_build)
             for key, value in params.items():
                 state[key] = value.to(state[key].dtype)
         elif rules.outer_momentum:
-            glob["velocity"] = pending
-        glob["pending"] = {}
+            glob.velocity = pending
+        glob.pending = {}
     if rules.average_optims and trained_optim is not None:
         _fold_optim(glob, trained_optim, blend)
     return {"staleness": tau, "weight": weight,
-            "index": glob["merges"] - 1}
+            "index": glob.merges - 1}
 
 
 def _fold_optim(glob, trained_optim, blend):
     """Fold a worker's optimizer state into the averaged one: the round's
     running weighted mean, as for buffers (see the module's docstring)."""
     flat_t, skeleton = _sums.flatten_optimizer_state(trained_optim)
-    flat_g = glob["optim"]
+    flat_g = glob.optim
     for key, new in flat_t.items():
         old = flat_g.get(key)
         if old is None:
@@ -277,7 +304,7 @@ def _fold_optim(glob, trained_optim, blend):
             flat_g[key] = _maximum(old, new)
         else:
             flat_g[key] = _blend(old, new, blend)
-    glob["skeleton"] = skeleton
+    glob.skeleton = skeleton
 
 
 def _is_float(value):

@@ -3,8 +3,9 @@
 Each worker runs its own chain of training tasks. At the end of each of
 its rounds (``sync_every`` epochs, a share of an epoch when
 ``sync_every`` is a fraction or ``"step"``, and the end of the fit) a
-merge task folds its update into the global model
-(:func:`dislib_nn.training.merge._stale.fold`): the global model is the
+merge task (:mod:`dislib_nn.training.tasks._async_merge`) folds its
+update into the global model (:func:`dislib_nn.training.merge._stale.fold`,
+on a :class:`~dislib_nn.training.merge._stale.GlobalModel`): it is the
 task's ``COMMUTATIVE`` argument, so merges run one at a time, in
 whatever order workers finish, and each returns the fresh global model
 this worker starts its next round from, without waiting for the others.
@@ -18,7 +19,8 @@ merges of round ``r - 1 - max_lag`` (a small task picks it: it reads
 those P models, so it depends on all of them). With ``max_lag=0`` every
 round starts from the model with all of the previous round's merges,
 which is the synchronous strategy; that model is the global one once
-the round's merges are done, so one task reads it (:func:`_round_start`)
+the round's merges are done, so one task reads it
+(:func:`~dislib_nn.training.tasks._async_merge.submit_round_start`)
 and every worker starts from its output: P + 1 models move a round
 instead of P * P. Since that task waits for the whole round, the
 round's merges run in worker order there (``INOUT``, not
@@ -41,8 +43,6 @@ import math
 import numbers
 
 from dislib_nn.exceptions import InvalidParameterError
-from dislib_nn.runtime import (COLLECTION_IN, COMMUTATIVE, INOUT, Depth,
-                               Type, task)
 from dislib_nn.training._param_validation import (Interval, NoneValue,
                                                   Options)
 from dislib_nn.training.merge import _stale
@@ -51,7 +51,7 @@ from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
-from dislib_nn.training.tasks import _delayed_fold, _snapshot
+from dislib_nn.training.tasks import _async_merge, _delayed_fold, _snapshot
 
 __all__ = ["AsyncStrategy", "LAG", "LAG_FEW_STEPS"]
 
@@ -66,78 +66,6 @@ LAG = 1
 #: single-process, where without lag (the synchronous model) it gained
 #: 5.3 and lost 1.8.
 LAG_FEW_STEPS = 0
-
-_COLLECTION = {Type: COLLECTION_IN, Depth: 1}
-
-
-@task(returns=4, glob=COMMUTATIVE, priority=True)
-def _fold(glob, start_state, start_info, trained_state, trained_optim,
-          n_samples, stat, worker, epoch, rules, round_rows):
-    """Fold one worker's update into the global model; its fresh copy.
-
-    Returns the global state, its averaged optimizer state (``{}`` when
-    none is averaged) and its progress, which the worker starts its next
-    round from, and the merge's record for ``history_``.
-    """
-    record = _fold_into(glob, start_state, start_info, trained_state,
-                        trained_optim, n_samples, stat, worker, epoch,
-                        rules, round_rows)
-    state, optim, info = _stale.snapshot_of(glob)
-    return state, optim, info, record
-
-
-@task(returns=1, glob=INOUT, priority=True)
-def _fold_in_order(glob, start_state, start_info, trained_state,
-                   trained_optim, n_samples, stat, worker, epoch, rules,
-                   round_rows):
-    """:func:`_fold` without the fresh copy, in submission order
-    (``max_lag=0``: the next round starts from :func:`_round_start`,
-    which waits for the whole round anyway); the merge's record."""
-    return _fold_into(glob, start_state, start_info, trained_state,
-                      trained_optim, n_samples, stat, worker, epoch, rules,
-                      round_rows)
-
-
-def _fold_into(glob, start_state, start_info, trained_state, trained_optim,
-               n_samples, stat, worker, epoch, rules, round_rows):
-    """Fold the update in ``glob`` (in place); the merge's record."""
-    record = _stale.fold(glob, start_state, start_info["progress"],
-                         trained_state, n_samples, rules, trained_optim,
-                         finite=stat.finite, round_rows=round_rows)
-    record.update(worker=worker, epoch=epoch)
-    return record
-
-
-@task(returns=3, priority=True)
-def _round_start(glob):
-    """The global model after a round's merges (this task follows them
-    all): what every worker starts the next round from with
-    ``max_lag=0``."""
-    return _stale.snapshot_of(glob)
-
-
-@task(returns=3, states=_COLLECTION, optims=_COLLECTION, infos=_COLLECTION)
-def _freshest(states, optims, infos):
-    """The snapshot with the most rows merged (first on ties)."""
-    best = max(range(len(infos)), key=lambda i: (infos[i]["progress"], -i))
-    return states[best], optims[best], infos[best]
-
-
-@task(returns=1, states=_COLLECTION, infos=_COLLECTION)
-def _freshest_state(states, infos):
-    """The state of the snapshot with the most rows merged."""
-    best = max(range(len(infos)), key=lambda i: (infos[i]["progress"], -i))
-    return states[best]
-
-
-@task(returns=4)
-def _global_parts(glob):
-    """The global model at the end of the fit, its averaged optimizer
-    state (``{}`` when none), its outer momentum buffer and its outer
-    optimizer's state (None when none)."""
-    _, optim, _ = _stale.snapshot_of(glob)
-    return glob["state"], optim, glob["velocity"], glob.get("outer")
-
 
 class AsyncStrategy(EpochStrategy):
     """Submits per-worker chains of epochs and their merges.
@@ -212,7 +140,7 @@ class AsyncStrategy(EpochStrategy):
         snapshot = (setup.state, start_optim, {"progress": 0})
         self.initial = snapshot
         self.start = [snapshot] * n        # each worker's round start
-        self.picked = [False] * n          # start made by _freshest
+        self.picked = [False] * n          # start made by a task
         self.current = [None] * n          # trained state, mid-round
         self.optims = [None if self.average else o for o in initial_optims]
         self.rounds = []                   # merge outputs per round
@@ -333,13 +261,13 @@ class AsyncStrategy(EpochStrategy):
         """The global model after this round's merges. Reading it makes
         the next round's merges wait for all of this round's (training
         does not wait)."""
-        parts = _global_parts(self.glob)
+        parts = _async_merge.submit_global_parts(self.glob)
         snapshot = _snapshot.snapshot(parts[0], self._carry(parts))
         self.setup.lifetimes.release(list(parts))
         return snapshot
 
     def _carry(self, parts):
-        """The :class:`Carry` of :func:`_global_parts`' futures."""
+        """The :class:`Carry` of the global model's parts (futures)."""
         optims = None
         if self.setup.params["optimizer_state"] == "keep":
             optims = list(self.optims)
@@ -355,7 +283,7 @@ class AsyncStrategy(EpochStrategy):
         and outer optimizer state (one task reading the global model,
         submitted once)."""
         if self._parts is None:
-            self._parts = _global_parts(self.glob)
+            self._parts = _async_merge.submit_global_parts(self.glob)
         return self._parts
 
     # ------------------------------------------------------------ rounds
@@ -379,10 +307,7 @@ class AsyncStrategy(EpochStrategy):
         if not others:
             self.start[w], self.picked[w] = own, False
             return
-        candidates = [own] + others
-        self.start[w] = tuple(_freshest([c[0] for c in candidates],
-                                        [c[1] for c in candidates],
-                                        [c[2] for c in candidates]))
+        self.start[w] = _async_merge.submit_freshest([own] + others)
         self.picked[w] = True
 
     def _begin_delayed_round(self, w, r):
@@ -411,17 +336,13 @@ class AsyncStrategy(EpochStrategy):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
         for w, count in enumerate(counts):
-            start_state, _, start_info = self.start[w]
-            args = (self.glob, start_state, start_info, self.current[w],
-                    self.optims[w] if self.average else None, count,
-                    stats[w], w, epoch + 1, self.rules, round_rows)
-            if self.max_lag == 0:
-                records.append(_fold_in_order(*args))
-                outputs.append((None, None, None))
-            else:
-                state, optim, info, record = _fold(*args)
-                outputs.append((state, optim, info))
-                records.append(record)
+            snapshot, record = _async_merge.submit_fold(
+                self.glob, self.start[w], self.current[w],
+                self.optims[w] if self.average else None, count, stats[w],
+                w, epoch + 1, self.rules, round_rows,
+                in_order=self.max_lag == 0)
+            outputs.append(snapshot)
+            records.append(record)
             if not self.delay:
                 # With the delay the next two starts read it.
                 lifetimes.release(self.current[w])
@@ -450,10 +371,10 @@ class AsyncStrategy(EpochStrategy):
             lifetimes.release(list(old_start or ()))
             if self.delay:
                 self.start_before = self.next_start
-            self.next_start = tuple(_round_start(self.glob))
+            self.next_start = _async_merge.submit_round_start(self.glob)
             if want_model:
                 model = lifetimes.keep(self.next_start[0])
         elif want_model:
-            model = lifetimes.keep(_freshest_state(
-                [o[0] for o in outputs], [o[2] for o in outputs]))
+            model = lifetimes.keep(
+                _async_merge.submit_freshest_state(outputs))
         return records, model

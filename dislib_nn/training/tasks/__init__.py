@@ -5,6 +5,8 @@
 precision :mod:`._precision` plans, at the per-step learning rates of
 :mod:`._step_schedule`, reporting a :class:`._report.TrainStats`),
 :mod:`._reduce` the synchronous merge tree and its outer step,
+:mod:`._async_merge` the asynchronous merges into the global model (and
+:mod:`._delayed_fold` their starts under ``merge_delay=1``),
 :mod:`._batchnorm` the BatchNorm statistics recomputed at the end of a
 fit, :mod:`._blocks` the tasks on data blocks (split, check, encode labels,
 predict, score). A worker imports only the module of the

@@ -260,9 +260,9 @@ def test_folds_of_one_round_are_the_weighted_mean():
     # Each started from the same model: none is stale.
     assert [r["weight"] for r in records] == [0.1, 0.3, 0.6]
     mean = ref.average([t for t in trained], counts)
-    torch.testing.assert_close(glob["state"]["w"], mean["w"])
-    assert glob["state"]["n"].item() == 6       # integers: the maximum
-    assert glob["progress"] == 100
+    torch.testing.assert_close(glob.state["w"], mean["w"])
+    assert glob.state["n"].item() == 6       # integers: the maximum
+    assert glob.progress == 100
 
 
 def test_fold_applies_the_delta_not_the_model():
@@ -272,7 +272,7 @@ def test_fold_applies_the_delta_not_the_model():
     sm.fold(glob, start, 0, {"w": torch.full((2,), 4.0)}, 5, rules)
     # global + 5/10 * (trained - start); dislib 1.0's (global + worker)/2
     # would give 2.5.
-    torch.testing.assert_close(glob["state"]["w"], torch.full((2,), 3.0))
+    torch.testing.assert_close(glob.state["w"], torch.full((2,), 3.0))
 
 
 def test_stale_folds_keep_running_variances_positive():
@@ -286,14 +286,14 @@ def test_stale_folds_keep_running_variances_positive():
     trained = {"w": torch.ones(1), "var": torch.full((1,), 0.2),
                "n": torch.tensor(5)}
     sm.fold(glob, stale, 0, trained, 5, rules)
-    torch.testing.assert_close(glob["state"]["var"], torch.full((1,), 0.2))
-    assert glob["state"]["n"].dtype == torch.int64
-    assert glob["state"]["n"].item() == 5
+    torch.testing.assert_close(glob.state["var"], torch.full((1,), 0.2))
+    assert glob.state["n"].dtype == torch.int64
+    assert glob.state["n"].item() == 5
     # The round's second merge: the weighted mean of the two values.
     other = {"w": torch.ones(1), "var": torch.full((1,), 0.6),
              "n": torch.tensor(4)}
     sm.fold(glob, stale, 0, other, 5, rules)
-    torch.testing.assert_close(glob["state"]["var"], torch.full((1,), 0.4))
+    torch.testing.assert_close(glob.state["var"], torch.full((1,), 0.4))
 
 
 @pytest.mark.parametrize("optimizer_state", ["keep", "average"])
@@ -309,7 +309,7 @@ def test_asynchronous_merges_stay_valid_states(optimizer_state):
     glob = sm.new_global(start, {"state": {0: {"exp_avg_sq": torch.zeros(4),
                                                "step": torch.tensor(0.0)}},
                                  "param_groups": [{"params": [0]}]})
-    snapshots = [sm.snapshot_of(glob)] * 4
+    snapshots = [glob.snapshot()] * 4
     for merge in range(24):
         worker = int(torch.randint(4, (1,), generator=gen))
         state, optim, info = snapshots[worker]
@@ -325,11 +325,11 @@ def test_asynchronous_merges_stay_valid_states(optimizer_state):
             "param_groups": [{"params": [0]}]}
         sm.fold(glob, state, info["progress"], trained, 10, rules,
                 trained_optim)
-        snapshots[worker] = sm.snapshot_of(glob)
-        assert bool((glob["state"]["var"] >= 0).all())
-        assert not glob["state"]["n"].is_floating_point()
-        if glob["optim"]:
-            assert bool((glob["optim"]["0.exp_avg_sq"] >= 0).all())
+        snapshots[worker] = glob.snapshot()
+        assert bool((glob.state["var"] >= 0).all())
+        assert not glob.state["n"].is_floating_point()
+        if glob.optim:
+            assert bool((glob.optim["0.exp_avg_sq"] >= 0).all())
 
 
 # ---------------------------------------------------------------- balance
@@ -422,8 +422,8 @@ def test_balanced_folds_share_alike_and_count_rounds_by_merges():
     assert first["weight"] == second["weight"] == 0.5
     assert third["staleness"] == pytest.approx(0.5)
     assert third["weight"] == pytest.approx(0.5 / 1.5 ** 0.5)
-    assert glob["progress"] == 150
-    torch.testing.assert_close(glob["state"]["w"],
+    assert glob.progress == 150
+    torch.testing.assert_close(glob.state["w"],
                                torch.tensor([1.0 + 0.5 / 1.5 ** 0.5]))
 
 

@@ -3,15 +3,15 @@
 
 import pytest
 
-from dislib_nn.training.strategies import _async
-from dislib_nn.training.tasks import _blocks, _reduce, _train
+from dislib_nn.training.tasks import _async_merge, _blocks, _reduce, _train
 
 ROUND = [_train.train_task_for(device, on_failure)
          for device in ("cpu", "cuda") for on_failure in ("retry", "raise")]
 ROUND += [_reduce._merge_pair, _reduce._merge_pair_with_optims,
           _reduce._keep_finite, _reduce._delayed_start,
           _reduce._momentum_step, _reduce._optimizer_step,
-          _async._fold, _async._fold_in_order, _async._round_start]
+          _async_merge._fold, _async_merge._fold_in_order,
+          _async_merge._round_start]
 ASIDE = [_blocks._score_block, _blocks._predict_block,
          _blocks._split_block]
 
