@@ -111,9 +111,13 @@ def _read(state, callbacks, clock, handle, valid):
         for cb in callbacks:
             waiting.enter_context(cb.waiting(state, handle))
         try:
-            scalars, valid_stats = runtime.wait_on(handle.scalars, valid)
+            # wait_on leaves tuples alone (as PyCOMPSs does): the
+            # record's fields go as a list.
+            values, valid_stats = runtime.wait_on(list(handle.scalars),
+                                                  valid)
         except TaskTimeoutError as exc:
             raise _timed_out(state.estimator, handle.epoch, exc) from exc
+        scalars = handle.scalars._make(values)
     fields = state.strategy.read(handle, scalars)
     end = fields.pop("end_s")
     history = {"epoch": handle.epoch + 1,

@@ -63,14 +63,15 @@ rows, whatever its own: share ``1 / P``, and ``N / P`` rows of progress
 """
 
 import dataclasses
+from typing import NamedTuple
 
 import torch
 
 from dislib_nn.training.merge import _outer, _payload, _sums
 
 __all__ = ["staleness", "discount", "merge_weight", "replay",
-           "FoldRules", "GlobalModel", "new_global", "fold",
-           "round_rows_of"]
+           "FoldRules", "GlobalModel", "SnapshotInfo", "Fold", "new_global",
+           "fold", "round_rows_of"]
 
 _WIDEN = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
@@ -197,7 +198,39 @@ class GlobalModel:
         """What a worker starts its next round from: state, optimizer
         state (``{}`` when none is averaged) and progress."""
         return (dict(self.state), self.averaged_optimizer_state(),
-                {"progress": self.progress})
+                SnapshotInfo(self.progress))
+
+
+class SnapshotInfo(NamedTuple):
+    """What a worker's start knows of the global model it copies.
+
+    Attributes
+    ----------
+    progress : float
+        Rows merged into the global model when it was copied (what the
+        staleness of the worker's next merge is measured from).
+    """
+
+    progress: float
+
+
+class Fold(NamedTuple):
+    """What :func:`fold` did with one worker's update.
+
+    Attributes
+    ----------
+    staleness : float
+        ``tau``: rounds the global model moved beyond a synchronous
+        round since the worker's start.
+    weight : float
+        The update's weight (0 for a replica that diverged).
+    index : int
+        The merge's position among the fit's merges (from 0).
+    """
+
+    staleness: float
+    weight: float
+    index: int
 
 
 def new_global(state, optim_state=None, velocity=None, outer_state=None):
@@ -233,9 +266,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
 
     Returns
     -------
-    dict
-        ``staleness`` and ``weight`` of this merge, and ``index``, its
-        position among the fit's merges.
+    Fold
     """
     n_rows = round_rows_of(rules, round_rows)
     n_samples = rules.counted_rows(n_samples, n_rows)
@@ -287,8 +318,7 @@ def fold(glob, start_state, start_progress, trained_state, n_samples,
         glob.pending = {}
     if rules.average_optims and trained_optim is not None:
         _fold_optim(glob, trained_optim, blend)
-    return {"staleness": tau, "weight": weight,
-            "index": glob.merges - 1}
+    return Fold(tau, weight, glob.merges - 1)
 
 
 def _fold_optim(glob, trained_optim, blend):

@@ -47,7 +47,9 @@ from dislib_nn.training._param_validation import (Interval, NoneValue,
                                                   Options)
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      EpochStrategy, combine_shares)
+                                                      EpochScalars,
+                                                      EpochStrategy,
+                                                      combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.strategies._sync import merges_after
@@ -137,7 +139,7 @@ class AsyncStrategy(EpochStrategy):
             p["outer_momentum"], setup.param_keys, self.average,
             equal_shares=p["balance"], outer_build=None if outer is None
             else setup.components.build_outer_optimizer)
-        snapshot = (setup.state, start_optim, {"progress": 0})
+        snapshot = (setup.state, start_optim, _stale.SnapshotInfo(0))
         self.initial = snapshot
         self.start = [snapshot] * n        # each worker's round start
         self.picked = [False] * n          # start made by a task
@@ -203,7 +205,7 @@ class AsyncStrategy(EpochStrategy):
         if not last:
             data.prepare(epoch + 1)
         return EpochHandle(epoch, lr, bool(records),
-                           [counts, stats, records], model)
+                           EpochScalars(counts, stats, records), model)
 
     def _train(self, blocks, epoch, lr, share, merges=False):
         """Submit one training task per worker for ``share`` of the
@@ -238,13 +240,14 @@ class AsyncStrategy(EpochStrategy):
         self.optims = list(trained.optims)
         return trained
 
-    def read(self, handle, values):
-        counts, stats, records = values
-        fields = read_training(self.setup, *combine_shares(counts, stats))
+    def read(self, handle, scalars):
+        fields = read_training(self.setup, *combine_shares(scalars.counts,
+                                                           scalars.stats))
+        # MergeReports; history_ shows plain dicts.
         fields["merges"] = [
-            {"worker": int(r["worker"]), "index": int(r["index"]),
-             "staleness": float(r["staleness"]),
-             "weight": float(r["weight"])} for r in records]
+            {"worker": int(r.worker), "index": int(r.index),
+             "staleness": float(r.staleness), "weight": float(r.weight)}
+            for r in scalars.merges]
         return fields
 
     def final_model(self):

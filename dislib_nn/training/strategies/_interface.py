@@ -9,9 +9,9 @@ through five calls and knows nothing else about it:
     Returns an :class:`EpochHandle`: the futures of the epoch's scalars,
     and of the model after it when ``want_model`` (for validation, early
     stopping, a checkpoint).
-``read(handle, values)``
-    Turn the epoch's scalars, once the base has waited for them, into
-    history fields.
+``read(handle, scalars)``
+    Turn the epoch's scalars, an :class:`EpochScalars` of values once
+    the base has waited for them, into history fields.
 ``final_model()``
     The future (or value) of the model the fit ends with.
 ``checkpoint_parts()``
@@ -36,6 +36,8 @@ parameters included) and its tasks; the estimator class names it in
 ``_strategy_class``.
 """
 
+from typing import NamedTuple
+
 from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training.tasks._held import held
 from dislib_nn.training.tasks._precision import check_tasks_device
@@ -43,8 +45,9 @@ from dislib_nn.training.tasks._report import TrainStats
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
                                                   share_of_batches, share_rows)
 
-__all__ = ["FitSetup", "EpochHandle", "EpochStrategy", "Carry",
-           "training_fields", "combine_shares", "measured_compute_s"]
+__all__ = ["FitSetup", "EpochHandle", "EpochScalars", "EpochStrategy",
+           "Carry", "training_fields", "combine_shares",
+           "measured_compute_s"]
 
 
 class Carry:
@@ -232,6 +235,35 @@ class FitSetup:
         return [states[w % len(states)] for w in range(self.n_workers)]
 
 
+class EpochScalars(NamedTuple):
+    """The small results of one epoch that the master waits for.
+
+    A strategy's :meth:`~EpochStrategy.submit_epoch` fills it with
+    futures; the epoch loop waits for them all together and hands the
+    same record, with the values, to :meth:`~EpochStrategy.read`.
+
+    Attributes
+    ----------
+    counts : list of list
+        ``counts[k][w]``: the rows worker ``w`` trained on in round
+        ``k`` of the epoch (one round per share: see
+        :func:`combine_shares`).
+    stats : list of list
+        ``stats[k][w]``: that task's
+        :class:`~dislib_nn.training.tasks._report.TrainStats`.
+    merges : list
+        What the epoch's merges report, in the strategy's own form
+        (the asynchronous folds'
+        :class:`~dislib_nn.training.tasks._async_merge.MergeReport`, a
+        user strategy's ``merge_info``); empty when the strategy reports
+        nothing beyond the counts.
+    """
+
+    counts: list
+    stats: list
+    merges: list
+
+
 class EpochHandle:
     """What :meth:`EpochStrategy.submit_epoch` submitted for one epoch.
 
@@ -241,8 +273,9 @@ class EpochHandle:
     lr : float
     merged : bool
         Whether replicas merged after this epoch.
-    scalars : list
-        Futures of plain numbers and small dicts, waited for together.
+    scalars : EpochScalars
+        Futures of the epoch's counts, training reports and merge
+        reports, waited for together.
     model : future, dict or None
         The model after this epoch, when asked for and merged.
     readable : future, ShardedModel or None
@@ -320,7 +353,7 @@ class EpochStrategy:
     def submit_epoch(self, epoch, lr, last, want_model):
         raise NotImplementedError
 
-    def read(self, handle, values):
+    def read(self, handle, scalars):
         raise NotImplementedError
 
     def final_model(self):

@@ -13,6 +13,7 @@ that the strategy no longer holds. Checkpoints, ``history_`` and
 
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
+                                                      EpochScalars,
                                                       EpochStrategy,
                                                       combine_shares)
 from dislib_nn.training.strategies._lifetimes import is_value
@@ -117,11 +118,13 @@ class RoundDriver(EpochStrategy):
         merged = bool(infos)
         model = setup.lifetimes.keep(self._model()) \
             if merged and want_model else None
-        return EpochHandle(epoch, lr, merged, [counts, stats, infos], model)
+        return EpochHandle(epoch, lr, merged,
+                           EpochScalars(counts, stats, infos), model)
 
-    def read(self, handle, values):
-        counts, stats, infos = values
-        fields = read_training(self.setup, *combine_shares(counts, stats))
+    def read(self, handle, scalars):
+        fields = read_training(self.setup, *combine_shares(scalars.counts,
+                                                           scalars.stats))
+        infos = scalars.merges
         fields["n_merges"] = len(infos)
         if any(info is not None for info in infos):
             fields["merge_info"] = infos

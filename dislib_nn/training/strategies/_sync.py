@@ -23,7 +23,9 @@ import numbers
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training._param_validation import Interval, Options
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
-                                                      EpochStrategy, combine_shares)
+                                                      EpochScalars,
+                                                      EpochStrategy,
+                                                      combine_shares)
 from dislib_nn.training.strategies._replicas import (read_training,
                                                      submit_training)
 from dislib_nn.training.tasks import _reduce, _sharded, _snapshot
@@ -128,13 +130,15 @@ class SyncStrategy(EpochStrategy):
         if not last:
             data.prepare(epoch + 1)
         model = self._global() if merged and want_model else None
-        return EpochHandle(epoch, lr, merged, [counts, stats], model,
+        return EpochHandle(epoch, lr, merged,
+                           EpochScalars(counts, stats, []), model,
                            self.shards if merged and want_model else None)
 
-    def read(self, handle, values):
-        counts, stats = combine_shares(*values)
-        fields = read_training(self.setup, counts, stats)
-        fields["n_merges"] = len(values[0]) if handle.merged else 0
+    def read(self, handle, scalars):
+        fields = read_training(self.setup, *combine_shares(scalars.counts,
+                                                           scalars.stats))
+        # A merge follows every round of a merged epoch.
+        fields["n_merges"] = len(scalars.counts) if handle.merged else 0
         return fields
 
     def _train(self, blocks, epoch, lr, share, merges):

@@ -14,24 +14,51 @@ snapshots, the one with the most rows merged (``max_lag`` bounds), and
 a checkpoint.
 
 A snapshot is three futures: state, averaged optimizer state (``{}``
-when none is averaged) and ``{"progress": rows merged}``.
+when none is averaged) and its
+:class:`~dislib_nn.training.merge._stale.SnapshotInfo`. Every fold also
+returns a :class:`MergeReport`, which the master reads with the epoch's
+scalars.
 """
+
+from typing import NamedTuple
 
 from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, INOUT, Depth, \
     Type, task
 from dislib_nn.training.merge import _stale
 
-__all__ = ["submit_fold", "submit_round_start", "submit_freshest",
-           "submit_freshest_state", "submit_global_parts"]
+__all__ = ["MergeReport", "submit_fold", "submit_round_start",
+           "submit_freshest", "submit_freshest_state", "submit_global_parts"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
+
+
+class MergeReport(NamedTuple):
+    """One fold of a worker's update, as ``history_[i]["merges"]`` shows
+    it (see :class:`~dislib_nn.training.merge._stale.Fold` for
+    ``index``, ``staleness`` and ``weight``).
+
+    Attributes
+    ----------
+    worker : int
+    epoch : int
+        The epoch the merge ends (counted from 1).
+    index : int
+    staleness : float
+    weight : float
+    """
+
+    worker: int
+    epoch: int
+    index: int
+    staleness: float
+    weight: float
 
 
 @task(returns=4, glob=COMMUTATIVE, priority=True)
 def _fold(glob, start_state, start_info, trained_state, trained_optim,
           n_samples, stat, worker, epoch, rules, round_rows):
     """Fold one worker's update into the global model; its fresh
-    snapshot (three values) and the merge's record for ``history_``."""
+    snapshot (three values) and the merge's :class:`MergeReport`."""
     record = _fold_into(glob, start_state, start_info, trained_state,
                         trained_optim, n_samples, stat, worker, epoch,
                         rules, round_rows)
@@ -43,7 +70,7 @@ def _fold_in_order(glob, start_state, start_info, trained_state,
                    trained_optim, n_samples, stat, worker, epoch, rules,
                    round_rows):
     """:func:`_fold` without the snapshot, in submission order; the
-    merge's record."""
+    merge's :class:`MergeReport`."""
     return _fold_into(glob, start_state, start_info, trained_state,
                       trained_optim, n_samples, stat, worker, epoch, rules,
                       round_rows)
@@ -51,12 +78,13 @@ def _fold_in_order(glob, start_state, start_info, trained_state,
 
 def _fold_into(glob, start_state, start_info, trained_state, trained_optim,
                n_samples, stat, worker, epoch, rules, round_rows):
-    """Fold the update in ``glob`` (in place); the merge's record."""
-    record = _stale.fold(glob, start_state, start_info["progress"],
-                         trained_state, n_samples, rules, trained_optim,
-                         finite=stat.finite, round_rows=round_rows)
-    record.update(worker=worker, epoch=epoch)
-    return record
+    """Fold the update in ``glob`` (in place); the merge's
+    :class:`MergeReport`."""
+    done = _stale.fold(glob, start_state, start_info.progress,
+                       trained_state, n_samples, rules, trained_optim,
+                       finite=stat.finite, round_rows=round_rows)
+    return MergeReport(worker, epoch, done.index, done.staleness,
+                       done.weight)
 
 
 @task(returns=3, priority=True)
@@ -79,7 +107,7 @@ def _freshest_state(states, infos):
 
 
 def _most_merged(infos):
-    return max(range(len(infos)), key=lambda i: (infos[i]["progress"], -i))
+    return max(range(len(infos)), key=lambda i: (infos[i].progress, -i))
 
 
 @task(returns=4)

@@ -22,7 +22,7 @@ counts what the others merged beyond that round.
 """
 
 from dislib_nn.runtime import task
-from dislib_nn.training.merge import _delay
+from dislib_nn.training.merge import _delay, _stale
 
 __all__ = ["submit_delayed_round_start"]
 
@@ -30,9 +30,10 @@ __all__ = ["submit_delayed_round_start"]
 @task(returns=2, priority=True)
 def _delayed_round_start(state, merged, replica, fallback, merged_info,
                          round_rows):
-    """The corrected start and its progress (``{"progress": ...}``)."""
+    """The corrected start and its
+    :class:`~dislib_nn.training.merge._stale.SnapshotInfo`."""
     start = _delay.delayed_start(state, merged, replica, fallback)
-    return start, {"progress": merged_info["progress"] + round_rows}
+    return start, _stale.SnapshotInfo(merged_info.progress + round_rows)
 
 
 def submit_delayed_round_start(state, merged, replica, fallback,

@@ -258,7 +258,7 @@ def test_folds_of_one_round_are_the_weighted_mean():
     records = [sm.fold(glob, start, 0, t, n, rules)
                for t, n in zip(trained, counts)]
     # Each started from the same model: none is stale.
-    assert [r["weight"] for r in records] == [0.1, 0.3, 0.6]
+    assert [r.weight for r in records] == [0.1, 0.3, 0.6]
     mean = ref.average([t for t in trained], counts)
     torch.testing.assert_close(glob.state["w"], mean["w"])
     assert glob.state["n"].item() == 6       # integers: the maximum
@@ -323,7 +323,7 @@ def test_asynchronous_merges_stay_valid_states(optimizer_state):
             "exp_avg_sq": torch.rand(4, generator=gen) * scale,
             "step": torch.tensor(float(merge))}},
             "param_groups": [{"params": [0]}]}
-        sm.fold(glob, state, info["progress"], trained, 10, rules,
+        sm.fold(glob, state, info.progress, trained, 10, rules,
                 trained_optim)
         snapshots[worker] = glob.snapshot()
         assert bool((glob.state["var"] >= 0).all())
@@ -418,10 +418,11 @@ def test_balanced_folds_share_alike_and_count_rounds_by_merges():
     first = sm.fold(glob, start, 0, one, 75, rules)
     second = sm.fold(glob, start, 50, one, 75, rules)
     third = sm.fold(glob, start, 0, one, 25, rules)
-    assert [first["staleness"], second["staleness"]] == [0, 0]
-    assert first["weight"] == second["weight"] == 0.5
-    assert third["staleness"] == pytest.approx(0.5)
-    assert third["weight"] == pytest.approx(0.5 / 1.5 ** 0.5)
+    assert [first.staleness, second.staleness] == [0, 0]
+    assert first.weight == second.weight == 0.5
+    assert third.staleness == pytest.approx(0.5)
+    assert third.weight == pytest.approx(0.5 / 1.5 ** 0.5)
+    assert [first.index, second.index, third.index] == [0, 1, 2]
     assert glob.progress == 150
     torch.testing.assert_close(glob.state["w"],
                                torch.tensor([1.0 + 0.5 / 1.5 ** 0.5]))
