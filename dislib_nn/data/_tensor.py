@@ -35,6 +35,11 @@ class DsTensor:
     sample_shape : tuple of int
         Shape of one sample (``()`` for scalars such as labels).
     dtype : torch.dtype
+    owned : bool, default=False
+        Whether the tensor takes the blocks over: the futures among them
+        are released from the runtime (``delete_object``) once no
+        DsTensor holds them, as the blocks dislib_nn makes are. Leave it
+        False for futures your program still uses: they stay yours.
 
     Examples
     --------
@@ -48,7 +53,8 @@ class DsTensor:
             [4., 5.]], dtype=torch.float64)
     """
 
-    def __init__(self, blocks, block_sizes, sample_shape, dtype):
+    def __init__(self, blocks, block_sizes, sample_shape, dtype, *,
+                 owned=False):
         blocks = list(blocks)
         sizes = tuple(block_sizes)
         if len(blocks) != len(sizes):
@@ -56,9 +62,13 @@ class DsTensor:
                 f"DsTensor got {len(blocks)} blocks but {len(sizes)} block "
                 f"sizes {v.short_sizes(sizes)}.")
         v.explicit_sizes(sum(sizes), sizes, "DsTensor")
+        if not isinstance(owned, bool):
+            raise InvalidParameterError(
+                f"The 'owned' parameter of DsTensor must be a bool. Got "
+                f"{owned!r} instead.")
         self._blocks = blocks
-        # Blocks given here are the caller's: never released by us.
-        self._leases = leases_for(blocks, owned=False)
+        # Blocks given here stay the caller's unless `owned`.
+        self._leases = leases_for(blocks, owned=owned)
         self._block_sizes = tuple(int(s) for s in sizes)
         self._sample_shape = v.sample_shape(sample_shape, "sample_shape",
                                             "DsTensor")
@@ -105,6 +115,18 @@ class DsTensor:
     def block_sizes(self):
         """Rows of each block (tuple of int)."""
         return self._block_sizes
+
+    @property
+    def blocks(self):
+        """The blocks, in row order: a new list of runtime futures (or
+        CPU tensors), block ``i`` of ``block_sizes[i]`` rows.
+
+        Pass them to tasks of your own (``dislib_nn.runtime.task``) and
+        wrap what those return in a new ``DsTensor(..., owned=True)``.
+        To read rows on the master use :meth:`collect`: under COMPSs,
+        ``wait_on`` of a block ends its future, and this tensor with it.
+        """
+        return list(self._blocks)
 
     def __len__(self):
         return sum(self._block_sizes)

@@ -237,15 +237,15 @@ class FitDataMixin:
         parts = [_blocks._split_block(
             xb, yb, nv,
             _seeds.seed_for(self._seed, _seeds.VALIDATION_SPLIT, i))
-            for i, (xb, yb, nv) in enumerate(zip(x._blocks, y._blocks,
+            for i, (xb, yb, nv) in enumerate(zip(x.blocks, y.blocks,
                                                  n_valid))]
         train_sizes = tuple(n - v for n, v in zip(sizes, n_valid))
         keep = [i for i, v in enumerate(n_valid) if v > 0]
 
         def build(ds, index, sizes_, which):
-            return DsTensor._from_blocks(
-                [parts[i][index] for i in which], tuple(sizes_),
-                ds.sample_shape, ds.dtype)
+            return DsTensor([parts[i][index] for i in which],
+                            tuple(sizes_), ds.sample_shape, ds.dtype,
+                            owned=True)
 
         return (build(x, 0, train_sizes, range(len(parts))),
                 build(y, 1, train_sizes, range(len(parts))),

@@ -104,9 +104,9 @@ def check_rows(est, X):
 
 def check_finite_blocks(ds, name):
     """Raise if a DsTensor holds NaN or infinity (one task per block)."""
-    if not ds._dtype.is_floating_point and not ds._dtype.is_complex:
+    if not ds.dtype.is_floating_point and not ds.dtype.is_complex:
         return
-    flags = wait_on([_blocks._all_finite(b) for b in ds._blocks])
+    flags = wait_on([_blocks._all_finite(b) for b in ds.blocks])
     bad = [i for i, ok in enumerate(flags) if not ok]
     if bad:
         raise ValueError(

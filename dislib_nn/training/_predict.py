@@ -82,9 +82,9 @@ class PredictMixin:
         components = Components(self.module_, {}, None, {}, None, {})
         blocks = [_blocks._predict_block(
             components, None, b, self._output, what, self._predict_batch(),
-            str(self.device), classes) for b in X._blocks]
-        return DsTensor._from_blocks(
-            blocks, tuple(X.block_sizes), sample_shape, dtype)
+            str(self.device), classes) for b in X.blocks]
+        return DsTensor(blocks, X.block_sizes, sample_shape, dtype,
+                        owned=True)
 
     def _output_spec(self, what, classes):
         """Sample shape and dtype of predictions, from a 1-sample forward."""
@@ -105,7 +105,7 @@ class PredictMixin:
         return [score(components, model, xb, yb, self._output, with_loss,
                       self._predict_batch(), str(self.device), classes,
                       wants)
-                for xb, yb in zip(x._blocks, y._blocks)]
+                for xb, yb in zip(x.blocks, y.blocks)]
 
     def _predict_batch(self):
         return max(self.batch_size, _PREDICT_BATCH)

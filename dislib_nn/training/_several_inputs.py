@@ -106,9 +106,9 @@ class SeveralInputs:
                      np.asarray(p), block_size=list(sizes))
                  for p in self.parts]
         blocks = [_blocks._pack_block(layout, list(group))
-                  for group in zip(*(p._blocks for p in parts))]
-        return DsTensor._from_blocks(blocks, sizes, (layout.width,),
-                                     torch.uint8)
+                  for group in zip(*(p.blocks for p in parts))]
+        return DsTensor(blocks, sizes, (layout.width,), torch.uint8,
+                        owned=True)
 
 
 def check_several(X, name="X"):

@@ -74,7 +74,7 @@ class _Classification:
             learned = np.unique(np.asarray(classes))
         elif _inputs.is_ds_tensor(y):
             parts = wait_on([_blocks._unique_labels(b)
-                             for b in y._blocks])
+                             for b in y.blocks])
             learned = _labels.union(parts)
         else:
             learned = np.unique(y)
@@ -90,9 +90,9 @@ class _Classification:
         """Labels as a DsTensor of class indices (by tasks for DsTensors)."""
         if _inputs.is_ds_tensor(y):
             blocks = [_blocks._encode_labels(b, estimator.classes_, "y")
-                      for b in y._blocks]
-            return DsTensor._from_blocks(
-                blocks, tuple(y.block_sizes), (), torch.int64)
+                      for b in y.blocks]
+            return DsTensor(blocks, y.block_sizes, (), torch.int64,
+                            owned=True)
         y = _labels.encode(y, estimator.classes_, "y")
         return _inputs.as_ds_tensor(y, block_sizes=block_sizes)
 

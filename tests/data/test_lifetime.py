@@ -57,3 +57,20 @@ def test_blocks_given_by_the_user_are_never_released(backend):
     gc.collect()
     # Still the user's: usable in tasks and waitable.
     assert runtime.wait_on(tasks.total(mine)) == 7.0
+
+
+def test_blocks_a_ds_tensor_owns_are_released_with_it(local):
+    """``DsTensor(..., owned=True)`` takes the blocks over: they go when
+    the last DsTensor holding them is garbage, as the library's own."""
+    runtime.wait_on(tasks.identity(0))          # the pool is up
+    before = _open_fds()
+    x = DsTensor([tasks.full(30_000, 1.0), tasks.full(20_000, 2.0)],
+                 (30_000, 20_000), (), torch.float64, owned=True)
+    view = x[10:40_000]                         # shares both blocks
+    del x
+    assert view.collect().sum().item() == 29_990 + 2 * 10_000
+    held = _open_fds()
+    del view
+    after = _open_fds()
+    assert held > before
+    assert after <= before

@@ -224,8 +224,9 @@ class EpochData:
     def blocks(self, epoch):
         """``(x_blocks, y_blocks)`` per worker for ``epoch``."""
         x, y = self.prepare(epoch)
-        dealt = [([x._blocks[b] for b in blocks],
-                  [y._blocks[b] for b in blocks])
+        x_blocks, y_blocks = x.blocks, y.blocks
+        dealt = [([x_blocks[b] for b in blocks],
+                  [y_blocks[b] for b in blocks])
                  for blocks in self.assignment(epoch)]
         if self.keep_last:
             # Holding x and y keeps their blocks' leases alive.
