@@ -55,7 +55,8 @@ from dislib_nn.training.callbacks._schedule import LRSchedule
 from dislib_nn.training.strategies import _rounds
 from dislib_nn.training.strategies._async import AsyncStrategy
 from dislib_nn.training.strategies._dealing import EpochData
-from dislib_nn.training.strategies._interface import Carry, FitSetup
+from dislib_nn.training.strategies._interface import (Carry, FitSetup,
+                                                      steps_per_epoch)
 from dislib_nn.training.strategies._lifetimes import Lifetimes
 from dislib_nn.training.strategies._sync import SyncStrategy
 from dislib_nn.training.tasks import _batchnorm
@@ -247,26 +248,28 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             balance=bool(self.balance), keep_last=recompute,
             rates=self.balance if isinstance(self.balance, (list, tuple))
             else None)
-        setup = FitSetup(
-            components, epochs,
-            {k: v.detach().clone()
-             for k, v in self.module_.state_dict().items()},
-            Carry(self.optimizer_states_, self._carried),
-            self.get_params(deep=False), self._output,
-            [k for k, _ in self.module_.named_parameters()], lifetimes,
-            train_task_for(self.device, self.on_failure))
-        plan = self._plan(setup, n_epochs)
-        setup.params["sync_every"] = plan.sync_every
-        setup.params.update(plan.strategy_params)
+        params = self.get_params(deep=False)
+        plan = self._plan(epochs, params, n_epochs)
+        # What the fit runs: the plan's choices in place of "auto".
+        params["sync_every"] = plan.sync_every
+        params.update(plan.strategy_params)
         named = self._callbacks(plan)
         for _, cb in named:
             cb.initialize()
         if checkpoint is not None:
             _resume.restore_callbacks(named, checkpoint)
         callbacks = [cb for _, cb in named]
-        setup.step_schedule = step_schedule_of(
-            callbacks, components, self.module_, float(self.lr),
-            self.lr_schedule)
+        setup = FitSetup(
+            components, epochs,
+            {k: v.detach().clone()
+             for k, v in self.module_.state_dict().items()},
+            Carry(self.optimizer_states_, self._carried), params,
+            self._output, [k for k, _ in self.module_.named_parameters()],
+            lifetimes, train_task_for(self.device, self.on_failure),
+            step_schedule=step_schedule_of(
+                callbacks, components, self.module_, float(self.lr),
+                self.lr_schedule),
+            first_epoch=self.n_epochs_)
         strategy = self._epoch_strategy(setup)
         final = run_epochs(self, strategy, named,
                            self.n_epochs_, self.n_epochs_ + n_epochs,
@@ -290,21 +293,22 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 wants=scorer_of(self).wants)
         return validate
 
-    def _plan(self, setup, n_epochs):
+    def _plan(self, epochs, params, n_epochs):
         """What ``sync_every="auto"``, ``lr_scaling="auto"`` and the
         strategy's own ``"auto"`` parameters run as (:mod:`._adaptive`),
-        from the replicas' steps in the first epoch;
-        a callable ``sync_every`` is checked for each of the fit's
-        ``n_epochs`` epochs first, before anything is submitted."""
+        from the replicas' steps in the first epoch of ``epochs`` (the
+        fit's ``EpochData``); a callable ``sync_every`` is checked for
+        each of the fit's ``n_epochs`` epochs first, before anything is
+        submitted."""
         for epoch in range(self.n_epochs_, self.n_epochs_ + n_epochs):
             sync_every_at(self.sync_every, epoch)
         return adaptive_plan(
             self.sync_every, self.lr_scaling, self.n_workers_,
-            setup.steps_per_epoch(self.n_epochs_),
+            steps_per_epoch(epochs, params, self.n_epochs_),
             fractions=self._epoch_strategy_class().merges_within_epochs,
             has_schedule=self.lr_schedule is not None,
             adapt=lambda few: self._epoch_strategy_class().adapt(
-                setup.params, few))
+                params, few))
 
     def _epoch_strategy(self, setup):
         """The strategy the epoch loop drives: the preset's class, or a

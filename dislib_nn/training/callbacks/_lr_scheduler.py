@@ -183,7 +183,7 @@ def step_schedule_of(callbacks, components=None, module=None, lr=None,
     """The per-step schedule of a fit's callbacks, checked; or None.
 
     The estimator base calls it with the fit's callbacks before any task
-    is submitted and sets the result as ``FitSetup.step_schedule``.
+    is submitted and builds the fit's ``FitSetup`` with the result.
 
     Parameters
     ----------

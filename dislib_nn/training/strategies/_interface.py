@@ -47,7 +47,7 @@ from dislib_nn.training.tasks._torch_loop import (EpochSettings,
 
 __all__ = ["FitSetup", "EpochHandle", "EpochScalars", "EpochStrategy",
            "Carry", "training_fields", "combine_shares",
-           "measured_compute_s"]
+           "measured_compute_s", "steps_per_epoch"]
 
 
 class Carry:
@@ -96,7 +96,9 @@ class FitSetup:
         or an empty :class:`Carry` for a new model.
     params : dict
         The estimator's parameters (``batch_size``, ``optimizer_state``,
-        ``outer_lr``, ...), as given.
+        ``outer_lr``, ...) as the fit runs them: ``sync_every`` and the
+        strategy's own ``"auto"`` parameters as the fit's plan chose
+        (:mod:`dislib_nn.training._adaptive`).
     output : OutputAdapter
     param_keys : list of str
         The names of the module's parameters (buffers excluded).
@@ -104,22 +106,28 @@ class FitSetup:
         The owner of ``delete_object`` decisions.
     train_task : callable
         The training task for the ``device`` parameter.
+    step_schedule : StepSchedule or None, default=None
+        A per-step learning-rate schedule (see
+        :mod:`dislib_nn.training.tasks._step_schedule`). Each training
+        task gets it placed at the global step of its first optimizer
+        step (:meth:`first_step`).
+    first_epoch : int, default=0
+        The fit's first epoch (epochs count across fits): its steps per
+        epoch are the clock's unit for the whole fit.
 
     Attributes
     ----------
     task_components : Future
         ``components`` as tasks take it: a future the runtime holds
         (:mod:`dislib_nn.training.tasks._held`).
-    step_schedule : StepSchedule or None
-        A per-step learning-rate schedule (see
-        :mod:`dislib_nn.training.tasks._step_schedule`), set by the
-        estimator base after construction; None by default. Each
-        training task gets it placed at the global step of its first
-        optimizer step (:meth:`first_step`).
+
+    Its fields are set once, when it is built, and never reassigned;
+    the ``EpochData`` it holds deals each epoch as it comes.
     """
 
     def __init__(self, components, data, state, carried, params, output,
-                 param_keys, lifetimes, train_task):
+                 param_keys, lifetimes, train_task, step_schedule=None,
+                 first_epoch=0):
         # Before the first training task: fp16 needs the CUDA devices
         # that the tasks of device="auto" may not get on this site.
         check_tasks_device(params["precision"], params["device"])
@@ -136,8 +144,11 @@ class FitSetup:
         self.param_keys = param_keys
         self.lifetimes = lifetimes
         self.train_task = train_task
-        self.step_schedule = None
-        self._clock = None      # (steps per epoch, step_schedule sized)
+        # The clock: steps per epoch fixed at the fit's first epoch, and
+        # the step schedule sized to the fit's n_epochs of them.
+        self._epoch_steps = self.steps_per_epoch(first_epoch)
+        self.step_schedule = None if step_schedule is None else \
+            step_schedule.with_total(params["n_epochs"] * self._epoch_steps)
 
     @property
     def n_workers(self):
@@ -166,12 +177,10 @@ class FitSetup:
     def steps_per_epoch(self, epoch):
         """Optimizer steps in ``epoch`` of the worker with the most rows
         (a step every ``accumulate_grad_batches`` batches)."""
-        return max(1, max(self._steps(n) for n in self.data.rows(epoch)))
+        return steps_per_epoch(self.data, self.params, epoch)
 
     def _steps(self, rows):
-        """Optimizer steps of a worker with ``rows`` rows in an epoch."""
-        batches = -(-rows // self.params["batch_size"])
-        return -(-batches // self.params["accumulate_grad_batches"])
+        return _steps(rows, self.params)
 
     def first_step(self, epoch, worker, share=None):
         """The global optimizer step of a task's first step: ``epoch *
@@ -179,29 +188,17 @@ class FitSetup:
         shares before ``share``), ``S`` being :meth:`steps_per_epoch` of
         the fit's first epoch (epochs count across fits, so the clock
         goes on through ``warm_start``, ``partial_fit`` and resumes)."""
-        steps = self._sized_clock(epoch)[0]
+        steps = self._epoch_steps
         first = 0
         if share is not None:
             mine = self._steps(self.data.rows(epoch)[worker])
             first = share_of_batches(mine, *share)[0]
         return epoch * steps + first
 
-    def _sized_clock(self, epoch):
-        """Steps per epoch and the step schedule with its length filled
-        in (``n_epochs`` times them), fixed at the fit's first epoch."""
-        if self._clock is None:
-            steps = self.steps_per_epoch(epoch)
-            schedule = self.step_schedule
-            if schedule is not None:
-                schedule = schedule.with_total(
-                    self.params["n_epochs"] * steps)
-            self._clock = (steps, schedule)
-        return self._clock
-
     def _step_schedule(self, epoch, worker, share):
         if self.step_schedule is None:
             return None
-        return self._sized_clock(epoch)[1].starting_at(
+        return self.step_schedule.starting_at(
             self.first_step(epoch, worker, share))
 
     def shares(self, epoch):
@@ -233,6 +230,19 @@ class FitSetup:
         """Each worker's optimizer state at the start of the fit."""
         states = self.carried.optimizer_states or [None]
         return [states[w % len(states)] for w in range(self.n_workers)]
+
+
+def steps_per_epoch(data, params, epoch):
+    """Optimizer steps in ``epoch`` of the worker with the most rows of
+    ``data`` (an ``EpochData``), a step every ``accumulate_grad_batches``
+    batches of ``batch_size`` (``params``' entries)."""
+    return max(1, max(_steps(n, params) for n in data.rows(epoch)))
+
+
+def _steps(rows, params):
+    """Optimizer steps of a worker with ``rows`` rows in an epoch."""
+    batches = -(-rows // params["batch_size"])
+    return -(-batches // params["accumulate_grad_batches"])
 
 
 class EpochScalars(NamedTuple):
