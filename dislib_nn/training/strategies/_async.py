@@ -19,13 +19,15 @@ merges of round ``r - 1 - max_lag`` (a small task picks it: it reads
 those P models, so it depends on all of them). With ``max_lag=0`` every
 round starts from the model with all of the previous round's merges,
 which is the synchronous strategy; that model is the global one once
-the round's merges are done, so one task reads it
-(:func:`~dislib_nn.training.tasks._async_merge.submit_round_start`)
-and every worker starts from its output: P + 1 models move a round
-instead of P * P. Since that task waits for the whole round, the
-round's merges run in worker order there (``INOUT``, not
-``COMMUTATIVE``): floating-point sums in one order, so the same seed
-gives the same model bit for bit whichever worker ends first. ``max_lag=None`` adds no dependency between workers.
+the round's merges are done, so one task folds the whole round
+(:func:`~dislib_nn.training.tasks._async_merge.submit_fold_round`) and
+every worker starts from the snapshot it returns: the P replicas travel
+to it and its snapshot to the P workers, one task a round instead of
+P + 1, and no global model carried from fold to fold. Since that task
+waits for the whole round, it folds in worker order: floating-point
+sums in one order, so the same seed gives the same model bit for bit
+whichever worker ends first. ``max_lag=None`` adds no dependency
+between workers.
 The default, ``"auto"``, is 1, and 0 where the replicas make few steps
 an epoch (:data:`LAG_FEW_STEPS`, :meth:`AsyncStrategy.adapt`). Nothing
 in the chains waits on the master; the master reads scalars only, up to
@@ -247,7 +249,7 @@ class AsyncStrategy(EpochStrategy):
         fields["merges"] = [
             {"worker": int(r.worker), "index": int(r.index),
              "staleness": float(r.staleness), "weight": float(r.weight)}
-            for r in scalars.merges]
+            for r in _reports(scalars.merges)]
         return fields
 
     def final_model(self):
@@ -338,14 +340,23 @@ class AsyncStrategy(EpochStrategy):
     def _merge(self, counts, stats, epoch, want_model, round_rows):
         lifetimes = self.setup.lifetimes
         outputs, records = [], []
+        if self.max_lag == 0:
+            # One task folds the round; its snapshot is the next start.
+            round_start, reports = _async_merge.submit_fold_round(
+                self.glob, self.start, self.current,
+                self.optims if self.average else None, counts, stats,
+                epoch + 1, self.rules, round_rows)
+            records.append(reports)
         for w, count in enumerate(counts):
-            snapshot, record = _async_merge.submit_fold(
-                self.glob, self.start[w], self.current[w],
-                self.optims[w] if self.average else None, count, stats[w],
-                w, epoch + 1, self.rules, round_rows,
-                in_order=self.max_lag == 0)
-            outputs.append(snapshot)
-            records.append(record)
+            if self.max_lag == 0:
+                outputs.append((None, None, None))
+            else:
+                snapshot, record = _async_merge.submit_fold(
+                    self.glob, self.start[w], self.current[w],
+                    self.optims[w] if self.average else None, count,
+                    stats[w], w, epoch + 1, self.rules, round_rows)
+                outputs.append(snapshot)
+                records.append(record)
             if not self.delay:
                 # With the delay the next two starts read it.
                 lifetimes.release(self.current[w])
@@ -374,10 +385,17 @@ class AsyncStrategy(EpochStrategy):
             lifetimes.release(list(old_start or ()))
             if self.delay:
                 self.start_before = self.next_start
-            self.next_start = _async_merge.submit_round_start(self.glob)
+            self.next_start = round_start
             if want_model:
                 model = lifetimes.keep(self.next_start[0])
         elif want_model:
             model = lifetimes.keep(
                 _async_merge.submit_freshest_state(outputs))
         return records, model
+
+
+def _reports(merges):
+    """The epoch's :class:`~.tasks._async_merge.MergeReport` records:
+    one per fold, or (``max_lag=0``) one list per round."""
+    for entry in merges:
+        yield from entry if isinstance(entry, list) else (entry,)

@@ -2,16 +2,18 @@
 
 The global model is a :class:`~dislib_nn.training.merge._stale.GlobalModel`
 that :func:`~dislib_nn.training.merge._stale.fold` changes in place.
-:func:`submit_fold` folds one worker's update into it: as a
-``COMMUTATIVE`` argument (merges run one at a time, in whatever order
+:func:`submit_fold` folds one worker's update into it as a
+``COMMUTATIVE`` argument: merges run one at a time, in whatever order
 workers finish, and each returns the fresh snapshot its worker starts
-from), or ``in_order`` as an ``INOUT`` one (in submission order, the
-same floating-point sums whichever worker ends first; with
-``max_lag=0``, where :func:`submit_round_start` then reads the model
-once the round's merges are done). :func:`submit_freshest` picks, among
-snapshots, the one with the most rows merged (``max_lag`` bounds), and
-:func:`submit_global_parts` reads the model at the end of a fit or for
-a checkpoint.
+from. With ``max_lag=0`` every worker starts the next round from the
+model after all of this round's merges, so :func:`submit_fold_round`
+folds the whole round by one task, in worker order (the same
+floating-point sums whichever worker ends first): the replicas travel
+to that task, instead of the global model from one worker's fold to the
+next, and its one snapshot goes to every worker.
+:func:`submit_freshest` picks, among snapshots, the one with the most
+rows merged (``max_lag`` bounds), and :func:`submit_global_parts` reads
+the model at the end of a fit or for a checkpoint.
 
 A snapshot is three futures: state, averaged optimizer state (``{}``
 when none is averaged) and its
@@ -26,7 +28,7 @@ from dislib_nn.runtime import COLLECTION_IN, COMMUTATIVE, INOUT, Depth, \
     Type, task
 from dislib_nn.training.merge import _stale
 
-__all__ = ["MergeReport", "submit_fold", "submit_round_start",
+__all__ = ["MergeReport", "submit_fold", "submit_fold_round",
            "submit_freshest", "submit_freshest_state", "submit_global_parts"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
@@ -65,15 +67,21 @@ def _fold(glob, start_state, start_info, trained_state, trained_optim,
     return (*glob.snapshot(), record)
 
 
-@task(returns=1, glob=INOUT, priority=True)
-def _fold_in_order(glob, start_state, start_info, trained_state,
-                   trained_optim, n_samples, stat, worker, epoch, rules,
-                   round_rows):
-    """:func:`_fold` without the snapshot, in submission order; the
-    merge's :class:`MergeReport`."""
-    return _fold_into(glob, start_state, start_info, trained_state,
-                      trained_optim, n_samples, stat, worker, epoch, rules,
-                      round_rows)
+@task(returns=4, glob=INOUT, start_states=_COLLECTION,
+      start_infos=_COLLECTION, trained_states=_COLLECTION,
+      trained_optims=_COLLECTION, counts=_COLLECTION, stats=_COLLECTION,
+      priority=True)
+def _fold_round(glob, start_states, start_infos, trained_states,
+                trained_optims, counts, stats, epoch, rules, round_rows):
+    """``max_lag=0``: every worker's update of a round folded in worker
+    order (the same sums as one :func:`_fold` after the other in that
+    order), then the snapshot the next round starts from (three values)
+    and the round's :class:`MergeReport` list."""
+    reports = [_fold_into(glob, start_states[w], start_infos[w],
+                          trained_states[w], trained_optims[w], counts[w],
+                          stats[w], w, epoch, rules, round_rows)
+               for w in range(len(trained_states))]
+    return (*glob.snapshot(), reports)
 
 
 def _fold_into(glob, start_state, start_info, trained_state, trained_optim,
@@ -85,12 +93,6 @@ def _fold_into(glob, start_state, start_info, trained_state, trained_optim,
                        finite=stat.finite, round_rows=round_rows)
     return MergeReport(worker, epoch, done.index, done.staleness,
                        done.weight)
-
-
-@task(returns=3, priority=True)
-def _round_start(glob):
-    """The snapshot after a round's merges (this task follows them all)."""
-    return glob.snapshot()
 
 
 @task(returns=3, states=_COLLECTION, optims=_COLLECTION, infos=_COLLECTION)
@@ -120,8 +122,9 @@ def _global_parts(glob):
 
 
 def submit_fold(glob, start, trained_state, trained_optim, n_samples, stat,
-                worker, epoch, rules, round_rows, in_order):
-    """Fold worker ``worker``'s update into ``glob``.
+                worker, epoch, rules, round_rows):
+    """Fold worker ``worker``'s update into ``glob``, in whatever order
+    the workers' updates arrive.
 
     ``start`` is the snapshot the worker's round started from,
     ``trained_state`` / ``trained_optim`` what it trained (the optimizer
@@ -132,21 +135,37 @@ def submit_fold(glob, start, trained_state, trained_optim, n_samples, stat,
 
     Returns
     -------
-    snapshot, record
-        The fresh snapshot (three futures; three None ``in_order``) and
-        the future of the merge's record.
+    snapshot, report
+        The fresh snapshot (three futures) and the future of the
+        merge's :class:`MergeReport`.
     """
-    args = (glob, start[0], start[2], trained_state, trained_optim,
-            n_samples, stat, worker, epoch, rules, round_rows)
-    if in_order:
-        return (None, None, None), _fold_in_order(*args)
-    *snapshot, record = _fold(*args)
-    return tuple(snapshot), record
+    *snapshot, report = _fold(glob, start[0], start[2], trained_state,
+                              trained_optim, n_samples, stat, worker, epoch,
+                              rules, round_rows)
+    return tuple(snapshot), report
 
 
-def submit_round_start(glob):
-    """The snapshot of ``glob`` once the merges submitted so far ran."""
-    return tuple(_round_start(glob))
+def submit_fold_round(glob, starts, trained_states, trained_optims, counts,
+                      stats, epoch, rules, round_rows):
+    """``max_lag=0``: fold a whole round into ``glob`` by one task, in
+    worker order; the arguments are :func:`submit_fold`'s, one entry per
+    worker (``trained_optims`` None when optimizer states are not
+    averaged).
+
+    Returns
+    -------
+    snapshot, reports
+        The snapshot the next round starts from (three futures) and the
+        future of the round's list of :class:`MergeReport`.
+    """
+    n = len(trained_states)
+    # Collections hold no None: a placeholder the folds ignore.
+    optims = [{}] * n if trained_optims is None else list(trained_optims)
+    *snapshot, reports = _fold_round(
+        glob, [s[0] for s in starts], [s[2] for s in starts],
+        list(trained_states), optims, list(counts), list(stats), epoch,
+        rules, round_rows)
+    return tuple(snapshot), reports
 
 
 def submit_freshest(snapshots):

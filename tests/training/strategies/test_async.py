@@ -182,16 +182,17 @@ def test_every_lag_releases_only_what_is_consumed(max_lag, optimizer_state):
 
 
 @pytest.mark.parametrize("max_lag, reads", [
-    # One task reads the global model after each round's merges.
-    (0, {"_round_start": 6, "_fold_in_order": 18}),
+    # One task folds each round and returns the next round's start.
+    (0, {"_fold_round": 6}),
     # Each worker's start picked from the 3 merges of the round before
     # (from the third round on), and a fresh copy from every merge.
     (1, {"_freshest": 3 * 4, "_fold": 18})])
 def test_what_each_lag_reads_to_start_a_round(monkeypatch, max_lag, reads):
     """3 workers, 3 epochs of two rounds each (6 rounds, 18 merges). With
-    no lag the starts cost one read of the global model a round, not one
-    task reading every worker's merge per worker (P + 1 models moved
-    instead of P * P), and the model is still the synchronous one."""
+    no lag a round costs one task, which folds its replicas and returns
+    the next start (2P models moved, not one task reading every
+    worker's merge per worker, P * P), and the model is still the
+    synchronous one."""
     calls = collections.Counter()
     submit = Engine.submit
 
@@ -209,7 +210,7 @@ def test_what_each_lag_reads_to_start_a_round(monkeypatch, max_lag, reads):
         sync = SyncEpochAveragingClassifier(**params).fit(X, y)
     finally:
         use_backend("local")
-    names = ("_freshest", "_round_start", "_fold", "_fold_in_order")
+    names = ("_freshest", "_fold", "_fold_round")
     assert {k: calls[k] for k in names if calls[k]} == reads
     if max_lag == 0:
         _assert_same(lagged.module_, sync.module_)
