@@ -455,14 +455,17 @@ def print_tables(cells, nodes, target):
         ddp = [c for c in cell["contenders"]
                if c["contender"].startswith("ddp")]
         best = pick_ddp(cell["contenders"]) if ddp else None
-        print(f"  {'contender':28s} {'to target s':>11s} {'epochs':>6s} "
+        # Whole names: settings rows differ only at their ends.
+        width = max([28] + [len(c["contender"])
+                            for c in cell["contenders"]])
+        print(f"  {'contender':{width}s} {'to target s':>11s} {'epochs':>6s} "
               f"{'acc@E':>6s} {'epoch s':>7s} {'floor s/ep':>10s} "
               f"{'MB/epoch':>8s} {'vs DDP':>6s} {'vs floor':>8s}")
         for c in cell["contenders"]:
             vs_ddp = _ratio(c["time_to_target"],
                             best and best["time_to_target"])
             vs_floor = _ratio(c["time_to_target"], c.get("floor_to_target"))
-            print(f"  {c['contender'][:28]:28s} "
+            print(f"  {c['contender']:{width}s} "
                   f"{_fmt(c['time_to_target']):>11s} "
                   f"{str(c['epochs_to_target'] or '-'):>6s} "
                   f"{c['final_accuracy']:6.3f} {c['epoch_seconds']:7.2f} "
