@@ -7,8 +7,9 @@ task; after every ``sync_every`` epochs (and at the end of every fit)
 the replicas are merged by a binary tree of merge tasks, weighted by the
 samples each saw (all alike with ``balance=True``), optionally followed
 by an outer step (``outer_optimizer``, or ``outer_lr`` /
-``outer_momentum``: :mod:`dislib_nn.training.merge._outer`), and all of
-them restart from the merged model. With ``merge_precision="bf16"``
+``outer_momentum``: :mod:`dislib_nn.training.merge._outer`) that the
+tree's root task takes too, and all of them restart from the merged
+model. With ``merge_precision="bf16"``
 the training tasks a merge follows return their bf16 updates from the
 global model instead (:mod:`dislib_nn.training.merge._payload`), which
 the tree sums in float32 and adds to it. With ``merge="sharded"`` there
@@ -215,11 +216,24 @@ class SyncStrategy(EpochStrategy):
             return True
         average_optims = p["optimizer_state"] == "average"
         replicas, replica_optims = self.states, self.optims
-        merged, merged_optim = _reduce.submit_merge(
-            replicas, replica_optims if average_optims else None, weights,
-            lifetimes, stats, self.state,
-            deltas=p["merge_precision"] != "fp32")
-        merged = self._outer_step(merged)
+        step = _reduce.outer_step_of(p, setup.param_keys)
+        if step is not None and len(replicas) > 1:
+            # The tree's root takes the outer step too: one task less.
+            old_outer = self.outer
+            merged, merged_optim, new_outer = _reduce.submit_merge(
+                replicas, replica_optims if average_optims else None,
+                weights, lifetimes, stats, self.state,
+                deltas=p["merge_precision"] != "fp32",
+                outer=(step, old_outer.get(step.key),
+                       setup.task_components))
+            self.outer = {step.key: new_outer}
+            lifetimes.release(list(old_outer.values()))
+        else:
+            merged, merged_optim = _reduce.submit_merge(
+                replicas, replica_optims if average_optims else None,
+                weights, lifetimes, stats, self.state,
+                deltas=p["merge_precision"] != "fp32")
+            merged = self._outer_step(merged)
         previous = self.state
         # Global models are kept: early stopping may come back to one.
         self.state = lifetimes.keep(merged)

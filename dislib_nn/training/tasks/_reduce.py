@@ -1,5 +1,6 @@
 """The synchronous merge tasks: a binary tree over the replicas, and
-the outer step on its result.
+the outer step on its result, which the tree's root takes in the same
+task (:func:`_merge_root_stepped`) when there are two replicas or more.
 
 Each task takes and returns plain data (state dicts, weighted sums,
 numbers); the arithmetic is :mod:`dislib_nn.training.merge`'s.
@@ -12,11 +13,14 @@ adds the weighted mean to ``previous`` (``deltas=True``). Partial sums
 stay float32.
 """
 
+from typing import NamedTuple
+
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training.merge import _delay, _outer, _payload, _sums
 from dislib_nn.training.tasks._report import TrainStats
 
 __all__ = ["submit_merge", "submit_outer_step", "has_outer_step",
+           "OuterStep", "outer_step_of",
            "submit_delayed_starts"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
@@ -39,10 +43,7 @@ def _merge_pair(models, counts, stats, root, previous, deltas=False):
     entries are :class:`~._payload.Delta` payloads, and the root adds
     their weighted mean to ``previous``.
     """
-    total = _sum_models(models, counts, stats, deltas)
-    if not root:
-        return total
-    return _root_model(total, previous, deltas)
+    return _pair(models, counts, stats, root, previous, deltas)
 
 
 @task(returns=2, models=_COLLECTION, optims=_COLLECTION,
@@ -52,6 +53,21 @@ def _merge_pair_with_optims(models, optims, counts, stats, root, previous,
     """``_merge_pair`` that also merges the optimizer states alike (over
     every replica when all diverged: each then returned the state it
     started from)."""
+    return _pair_with_optims(models, optims, counts, stats, root, previous,
+                             deltas)
+
+
+def _pair(models, counts, stats, root, previous, deltas):
+    """:func:`_merge_pair`'s body."""
+    total = _sum_models(models, counts, stats, deltas)
+    if not root:
+        return total
+    return _root_model(total, previous, deltas)
+
+
+def _pair_with_optims(models, optims, counts, stats, root, previous,
+                      deltas):
+    """:func:`_merge_pair_with_optims`'s body."""
     total = _sum_models(models, counts, stats, deltas)
     optim_total = _sum_optims(optims, counts, stats)
     if not root:
@@ -61,6 +77,58 @@ def _merge_pair_with_optims(models, optims, counts, stats, root, previous,
     merged_optim = _sums.unflatten_optimizer_state(
         _sums.mean(optim_total[0]), optim_total[1])
     return _root_model(total, previous, deltas), merged_optim
+
+
+class OuterStep(NamedTuple):
+    """The outer step a merge tree's root takes (see
+    :func:`submit_outer_step`); its carried state and the components
+    travel as task arguments of their own (they may be futures).
+
+    Attributes
+    ----------
+    optimizer : bool
+        True: the ``outer_optimizer``'s step; False: FedAvgM's momentum
+        step at ``lr`` and ``momentum``.
+    lr, momentum : float
+    keys : list of str
+        The module's parameter names.
+    """
+
+    optimizer: bool
+    lr: float
+    momentum: float
+    keys: list
+
+    @property
+    def key(self):
+        """The name of its state in the strategy's carried outer state."""
+        return "outer_optimizer" if self.optimizer else "velocity"
+
+
+@task(returns=3, models=_COLLECTION, optims=_COLLECTION,
+      counts=_COLLECTION, stats=_COLLECTION, priority=True)
+def _merge_root_stepped(models, optims, counts, stats, previous, deltas,
+                        step, carried, components, with_optims):
+    """The root of a merge tree and the outer step after it, in one task:
+    :func:`_merge_pair`'s (or with ``with_optims``,
+    :func:`_merge_pair_with_optims`'s) root, then ``step`` from
+    ``previous`` to the merged model with the ``carried`` outer state.
+    Returns the new global model, the merged optimizer state (None
+    without ``with_optims``) and the new outer state."""
+    merged_optim = None
+    if with_optims:
+        averaged, merged_optim = _pair_with_optims(
+            models, optims, counts, stats, True, previous, deltas)
+    else:
+        averaged = _pair(models, counts, stats, True, previous, deltas)
+    if step.optimizer:
+        state, outer = _outer.optimizer_step(
+            previous, averaged, carried, components.build_outer_optimizer,
+            step.keys)
+    else:
+        state, outer = _outer.momentum_step(
+            previous, averaged, carried, step.lr, step.momentum, step.keys)
+    return state, merged_optim, outer
 
 
 @task(returns=1, priority=True)
@@ -183,8 +251,18 @@ def _sum_optims(optims, counts, stats):
     return _sums.finite_sum(parts), skeleton
 
 
+def outer_step_of(params, keys):
+    """The :class:`OuterStep` the parameters ask for, or None for plain
+    averaging (see :func:`has_outer_step`)."""
+    if not has_outer_step(params):
+        return None
+    return OuterStep(params["outer_optimizer"] is not None,
+                     float(params["outer_lr"]),
+                     float(params["outer_momentum"]), list(keys))
+
+
 def submit_merge(models, optims, counts, lifetimes, stats, previous,
-                 deltas=False):
+                 deltas=False, outer=None):
     """Submit the binary tree of merge tasks over the replicas.
 
     Returns futures of the merged state dict and of the merged optimizer
@@ -196,8 +274,17 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
     ``lifetimes`` (anything with a ``release(obj)`` method) once consumed.
     With ``deltas`` the ``models`` are :class:`~._payload.Delta` payloads
     from ``previous`` (``merge_precision="bf16"``).
+
+    ``outer``, ``(step, carried, components)``: the root also takes the
+    outer step (an :class:`OuterStep`) from ``previous``, with the
+    carried outer state and the fit's components, in the same task, and
+    a third future is returned, the new outer state. Only for two
+    replicas or more (one replica's merge is no task to fold it into).
     """
     if len(models) == 1:
+        if outer is not None:
+            raise ValueError("submit_merge folds an outer step into the "
+                             "root of a tree of two replicas or more")
         return (_keep_finite(models[0], stats[0], previous, deltas),
                 None if optims is None else optims[0])
     with_optims = optims is not None
@@ -207,7 +294,13 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
 
     def pair(a, b, root):
         last = previous if root else None
-        if with_optims:
+        if root and outer is not None:
+            step, carried, components = outer
+            model, optim, new_outer[0] = _merge_root_stepped(
+                [a[0], b[0]], [a[1], b[1]] if with_optims else [{}, {}],
+                [a[2], b[2]], [a[3], b[3]], previous, deltas, step,
+                carried, components, with_optims)
+        elif with_optims:
             model, optim = _merge_pair_with_optims(
                 [a[0], b[0]], [a[1], b[1]], [a[2], b[2]], [a[3], b[3]],
                 root, last, deltas)
@@ -223,5 +316,9 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
         # stats are ignored (task collections hold no None).
         return model, optim, 0, _PARTIAL, True
 
+    new_outer = [None]
     model, optim, _, _, _ = _sums.tree_reduce(leaves, pair)
-    return model, optim if with_optims else None
+    optim = optim if with_optims else None
+    if outer is not None:
+        return model, optim, new_outer[0]
+    return model, optim

@@ -6,6 +6,7 @@ stepping on a copy of the global parameters with the pseudo-gradient
 ``previous - average`` as their gradient.
 """
 
+import collections
 import copy
 import os
 
@@ -20,6 +21,7 @@ from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.runtime import barrier
+from dislib_nn.runtime._engine import Engine
 from dislib_nn.training.merge import _outer
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
@@ -260,3 +262,33 @@ def test_bad_outer_optimizer_arguments_are_named_before_any_task(
     barrier()
     assert _training_forwards(log) == 0
     assert vars(est).keys() == before.keys()
+
+
+@pytest.mark.parametrize("outer", [
+    dict(outer_lr=0.7, outer_momentum=0.5),
+    DILOCO,
+    dict(DILOCO, optimizer_state="average")], ids=["momentum", "optimizer",
+                                                  "averaged-optimizers"])
+def test_the_merge_trees_root_takes_the_outer_step(monkeypatch, outer):
+    """One task a round fewer: the root of the tree takes the outer step
+    (the tests above compare the model it gives with one computed by
+    hand)."""
+    calls = collections.Counter()
+    submit = Engine.submit
+
+    def counted(engine, task_fn, args, kwargs):
+        calls[task_fn.__qualname__] += 1
+        return submit(engine, task_fn, args, kwargs)
+    monkeypatch.setattr(Engine, "submit", counted)
+    X, y = _regression()
+    use_backend("sequential")
+    try:
+        SyncEpochAveragingRegressor(
+            module=_init(), n_workers=3, shuffle="none", n_epochs=3,
+            batch_size=16, lr=0.05, **outer).fit(X, y)
+    finally:
+        use_backend("local")
+    # 3 replicas: one pair below the root, then the root, each round.
+    assert calls["_merge_root_stepped"] == 3
+    assert calls["_merge_pair"] + calls["_merge_pair_with_optims"] == 3
+    assert calls["_momentum_step"] == calls["_optimizer_step"] == 0

@@ -10,6 +10,7 @@ ROUND = [_train.train_task_for(device, on_failure)
 ROUND += [_reduce._merge_pair, _reduce._merge_pair_with_optims,
           _reduce._keep_finite, _reduce._delayed_start,
           _reduce._momentum_step, _reduce._optimizer_step,
+          _reduce._merge_root_stepped,
           _async_merge._fold, _async_merge._fold_round]
 ASIDE = [_blocks._score_block, _blocks._predict_block,
          _blocks._split_block]
