@@ -7,7 +7,6 @@ that prefix left, even when it fails. No time or speed is asserted.
 """
 
 import functools
-import importlib.util
 import json
 import os
 import re
@@ -21,21 +20,18 @@ import uuid
 
 import pytest
 
+from tests._modules import BENCHMARKS, load_file
+
 # Every test here starts new Python processes: `make test-fast` leaves
 # them out (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("fresh_python")
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "benchmarks")
 SCRIPT = os.path.join(BENCHMARKS, "testbed.py")
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(
-        f"_benchmarks_{name}", os.path.join(BENCHMARKS, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(os.path.join(BENCHMARKS, f"{name}.py"),
+                     f"_benchmarks_{name}")
 
 
 testbed = _load("testbed")

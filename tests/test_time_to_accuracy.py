@@ -5,7 +5,6 @@ the testbed's own reason where it cannot run. No timing is asserted:
 what is checked is what the benchmark claims about its own rows.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,20 +13,14 @@ import uuid
 
 import pytest
 
+from tests._modules import BENCHMARKS, load_file
+
 # Every test here starts new Python processes: `make test-fast` leaves
 # them out (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("fresh_python")
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "benchmarks")
-
-
 def _testbed():
-    spec = importlib.util.spec_from_file_location(
-        "testbed", os.path.join(BENCHMARKS, "testbed.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(os.path.join(BENCHMARKS, "testbed.py"))
 
 
 def test_time_to_accuracy_smoke(tmp_path):

@@ -1,22 +1,16 @@
 """The time-to-accuracy benchmark judges its targets for every estimator
 row (in-process: the benchmark's own arithmetic, no testbed)."""
 
-import importlib.util
 import os
 
 import pytest
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), "benchmarks")
+from tests._modules import BENCHMARKS, load_file
 
 
 @pytest.fixture(scope="module")
 def tta():
-    spec = importlib.util.spec_from_file_location(
-        "time_to_accuracy", os.path.join(BENCHMARKS, "time_to_accuracy.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(os.path.join(BENCHMARKS, "time_to_accuracy.py"))
 
 
 def _row(name, time_to_target, floor_to_target=None, accuracy=0.6):

@@ -8,20 +8,16 @@ worker) and fits a model on what it loaded. Both runs must gather the
 numpy data to the byte and predict as the fit on the arrays does.
 """
 
-import importlib.util
 import os
 
+from tests._modules import load_file
 from tests.compss._emulator import APPS, needs_emulator, report
 
 pytestmark = needs_emulator
 
 
 def _app():
-    spec = importlib.util.spec_from_file_location(
-        "loaders_app", os.path.join(APPS, "loaders_app.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(os.path.join(APPS, "loaders_app.py"))
 
 
 def test_the_loaders_read_the_data_alike_under_compss():

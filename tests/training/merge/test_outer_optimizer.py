@@ -6,7 +6,6 @@ stepping on a copy of the global parameters with the pseudo-gradient
 ``previous - average`` as their gradient.
 """
 
-import collections
 import copy
 import os
 
@@ -21,11 +20,11 @@ from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.runtime import barrier
-from dislib_nn.runtime._engine import Engine
 from dislib_nn.training.merge import _outer
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
 from tests.training._faults import Recorder
+from tests.training._task_counts import count_submitted
 
 ATOL = 2e-5
 DILOCO = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
@@ -273,13 +272,7 @@ def test_the_merge_trees_root_takes_the_outer_step(monkeypatch, outer):
     """One task a round fewer: the root of the tree takes the outer step
     (the tests above compare the model it gives with one computed by
     hand)."""
-    calls = collections.Counter()
-    submit = Engine.submit
-
-    def counted(engine, task_fn, args, kwargs):
-        calls[task_fn.__qualname__] += 1
-        return submit(engine, task_fn, args, kwargs)
-    monkeypatch.setattr(Engine, "submit", counted)
+    calls = count_submitted(monkeypatch)
     X, y = _regression()
     use_backend("sequential")
     try:

@@ -1,7 +1,6 @@
 """The asynchronous estimators: against the synchronous ones, against
 plain PyTorch, and the staleness arithmetic the docs state."""
 
-import collections
 import copy
 import re
 
@@ -16,9 +15,9 @@ from dislib_nn import (AsyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.merge import _stale as sm
-from dislib_nn.runtime._engine import Engine
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
+from tests.training._task_counts import count_submitted
 
 ATOL = 1e-5
 # Accuracy on the 150 training rows against plain PyTorch trained the
@@ -193,13 +192,7 @@ def test_what_each_lag_reads_to_start_a_round(monkeypatch, max_lag, reads):
     the next start (2P models moved, not one task reading every
     worker's merge per worker, P * P), and the model is still the
     synchronous one."""
-    calls = collections.Counter()
-    submit = Engine.submit
-
-    def counted(engine, task_fn, args, kwargs):
-        calls[task_fn.__qualname__] += 1
-        return submit(engine, task_fn, args, kwargs)
-    monkeypatch.setattr(Engine, "submit", counted)
+    calls = count_submitted(monkeypatch)
     X, y = _classification()
     params = dict(module=_models.Classifier, n_workers=3, n_epochs=3,
                   batch_size=16, lr=0.05, sync_every=0.5, random_state=0)
