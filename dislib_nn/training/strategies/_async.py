@@ -339,24 +339,22 @@ class AsyncStrategy(EpochStrategy):
 
     def _merge(self, counts, stats, epoch, want_model, round_rows):
         lifetimes = self.setup.lifetimes
-        outputs, records = [], []
         if self.max_lag == 0:
             # One task folds the round; its snapshot is the next start.
             round_start, reports = _async_merge.submit_fold_round(
                 self.glob, self.start, self.current,
                 self.optims if self.average else None, counts, stats,
                 epoch + 1, self.rules, round_rows)
-            records.append(reports)
-        for w, count in enumerate(counts):
-            if self.max_lag == 0:
-                outputs.append((None, None, None))
-            else:
-                snapshot, record = _async_merge.submit_fold(
-                    self.glob, self.start[w], self.current[w],
-                    self.optims[w] if self.average else None, count,
-                    stats[w], w, epoch + 1, self.rules, round_rows)
-                outputs.append(snapshot)
-                records.append(record)
+            outputs, records = [(None, None, None)] * len(counts), [reports]
+        else:
+            folds = [_async_merge.submit_fold(
+                self.glob, self.start[w], self.current[w],
+                self.optims[w] if self.average else None, count, stats[w],
+                w, epoch + 1, self.rules, round_rows)
+                for w, count in enumerate(counts)]
+            outputs = [snapshot for snapshot, _ in folds]
+            records = [record for _, record in folds]
+        for w in range(len(counts)):
             if not self.delay:
                 # With the delay the next two starts read it.
                 lifetimes.release(self.current[w])

@@ -217,22 +217,19 @@ class SyncStrategy(EpochStrategy):
         average_optims = p["optimizer_state"] == "average"
         replicas, replica_optims = self.states, self.optims
         step = _reduce.outer_step_of(p, setup.param_keys)
-        if step is not None and len(replicas) > 1:
-            # The tree's root takes the outer step too: one task less.
-            old_outer = self.outer
-            merged, merged_optim, new_outer = _reduce.submit_merge(
-                replicas, replica_optims if average_optims else None,
-                weights, lifetimes, stats, self.state,
-                deltas=p["merge_precision"] != "fp32",
-                outer=(step, old_outer.get(step.key),
-                       setup.task_components))
-            self.outer = {step.key: new_outer}
-            lifetimes.release(list(old_outer.values()))
+        # The tree's root takes the outer step too (one task less); one
+        # replica's merge is no tree.
+        folded = step is not None and len(replicas) > 1
+        merged, merged_optim, *new_outer = _reduce.submit_merge(
+            replicas, replica_optims if average_optims else None, weights,
+            lifetimes, stats, self.state,
+            deltas=p["merge_precision"] != "fp32",
+            outer=(step, self.outer.get(step.key), setup.task_components)
+            if folded else None)
+        if folded:
+            lifetimes.release(list(self.outer.values()))
+            self.outer = {step.key: new_outer[0]}
         else:
-            merged, merged_optim = _reduce.submit_merge(
-                replicas, replica_optims if average_optims else None,
-                weights, lifetimes, stats, self.state,
-                deltas=p["merge_precision"] != "fp32")
             merged = self._outer_step(merged)
         previous = self.state
         # Global models are kept: early stopping may come back to one.

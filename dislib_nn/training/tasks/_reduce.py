@@ -183,17 +183,18 @@ def submit_outer_step(previous, averaged, carried, params, components,
     of the new global model (``averaged`` itself when the step is plain
     averaging) and the new outer state, a dict of the same keys.
     """
-    if not has_outer_step(params):
+    step = outer_step_of(params, keys)
+    if step is None:
         return averaged, dict(carried)
-    if params["outer_optimizer"] is not None:
-        state, optim = _optimizer_step(
-            previous, averaged, carried.get("outer_optimizer"),
-            components, keys)
-        return state, {"outer_optimizer": optim}
-    state, velocity = _momentum_step(
-        previous, averaged, carried.get("velocity"),
-        float(params["outer_lr"]), float(params["outer_momentum"]), keys)
-    return state, {"velocity": velocity}
+    if step.optimizer:
+        state, outer = _optimizer_step(previous, averaged,
+                                       carried.get(step.key), components,
+                                       keys)
+    else:
+        state, outer = _momentum_step(previous, averaged,
+                                      carried.get(step.key), step.lr,
+                                      step.momentum, keys)
+    return state, {step.key: outer}
 
 
 def has_outer_step(params):
