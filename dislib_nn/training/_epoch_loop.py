@@ -118,10 +118,10 @@ def _read(state, callbacks, clock, handle, valid):
         except TaskTimeoutError as exc:
             raise _timed_out(state.estimator, handle.epoch, exc) from exc
         scalars = handle.scalars._make(values)
-    fields = state.strategy.read(handle, scalars)
-    end = fields.pop("end_s")
+    reading = state.strategy.read(handle, scalars)
+    end = reading.end_s
     history = {"epoch": handle.epoch + 1,
-               "train_loss": fields.pop("train_loss"),
+               "train_loss": reading.train_loss,
                "valid_loss": None, "valid_score": None,
                "lr": float(handle.lr), "merged": bool(handle.merged),
                "dur_s": max(0.0, end - clock[0]),
@@ -131,7 +131,7 @@ def _read(state, callbacks, clock, handle, valid):
         stats = _metrics.combine_all(valid_stats)
         history["valid_loss"] = _metrics.mean_loss(stats)
         history["valid_score"] = scorer_of(state.estimator)(stats)
-    history.update(fields)
+    history.update(reading.fields)
     record = EpochRecord(history, merges_of(handle.epoch + 1, history),
                          handle.model if handle.merged else None)
     for merge in record.merges:

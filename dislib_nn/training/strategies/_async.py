@@ -50,10 +50,8 @@ from dislib_nn.training._param_validation import (Interval, NoneValue,
 from dislib_nn.training.merge import _stale
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       EpochScalars,
-                                                      EpochStrategy,
-                                                      combine_shares)
-from dislib_nn.training.strategies._replicas import (read_training,
-                                                     submit_training)
+                                                      EpochStrategy)
+from dislib_nn.training.strategies._replicas import submit_training
 from dislib_nn.training.strategies._sync import merges_after
 from dislib_nn.training.tasks import _async_merge, _delayed_fold, _snapshot
 
@@ -242,15 +240,12 @@ class AsyncStrategy(EpochStrategy):
         self.optims = list(trained.optims)
         return trained
 
-    def read(self, handle, scalars):
-        fields = read_training(self.setup, *combine_shares(scalars.counts,
-                                                           scalars.stats))
+    def merge_fields(self, handle, scalars):
         # MergeReports; history_ shows plain dicts.
-        fields["merges"] = [
+        return {"merges": [
             {"worker": int(r.worker), "index": int(r.index),
              "staleness": float(r.staleness), "weight": float(r.weight)}
-            for r in _reports(scalars.merges)]
-        return fields
+            for r in _reports(scalars.merges)]}
 
     def final_model(self):
         if self.trained:

@@ -11,7 +11,10 @@ through five calls and knows nothing else about it:
     stopping, a checkpoint).
 ``read(handle, scalars)``
     Turn the epoch's scalars, an :class:`EpochScalars` of values once
-    the base has waited for them, into history fields.
+    the base has waited for them, into an :class:`EpochReading`. The
+    base class reads the training tasks' reports the same way for
+    every strategy; a strategy adds the history fields of its merges
+    (:meth:`EpochStrategy.merge_fields`).
 ``final_model()``
     The future (or value) of the model the fit ends with.
 ``checkpoint_parts()``
@@ -45,8 +48,8 @@ from dislib_nn.training.tasks._report import TrainStats
 from dislib_nn.training.tasks._torch_loop import (EpochSettings,
                                                   share_of_batches, share_rows)
 
-__all__ = ["FitSetup", "EpochHandle", "EpochScalars", "EpochStrategy",
-           "Carry", "training_fields", "combine_shares",
+__all__ = ["FitSetup", "EpochHandle", "EpochScalars", "EpochReading",
+           "EpochStrategy", "Carry", "training_reading", "combine_shares",
            "measured_compute_s", "steps_per_epoch"]
 
 
@@ -274,6 +277,30 @@ class EpochScalars(NamedTuple):
     merges: list
 
 
+class EpochReading(NamedTuple):
+    """What the epoch loop makes of one epoch's scalars
+    (:meth:`EpochStrategy.read`).
+
+    Attributes
+    ----------
+    train_loss : float
+        The mean training loss over the rows of the replicas that were
+        merged (nan when none was).
+    end_s : float
+        When the epoch's last training task ended (``time.time()`` on
+        its worker): the epoch's ``dur_s`` runs from the previous
+        epoch's.
+    fields : dict
+        The epoch's other ``history_`` entries, key -> plain value
+        (``diverged``, ``worker_samples``, ``n_merges``, ...), in the
+        order ``history_`` shows them.
+    """
+
+    train_loss: float
+    end_s: float
+    fields: dict
+
+
 class EpochHandle:
     """What :meth:`EpochStrategy.submit_epoch` submitted for one epoch.
 
@@ -364,6 +391,19 @@ class EpochStrategy:
         raise NotImplementedError
 
     def read(self, handle, scalars):
+        """The :class:`EpochReading` of an epoch's ``scalars`` (values),
+        after feeding ``balance``'s throughput with its tasks' compute
+        times; the strategy's :meth:`merge_fields` come last."""
+        counts, stats = combine_shares(scalars.counts, scalars.stats)
+        self.setup.data.throughput.observe(counts, measured_compute_s(stats))
+        reading = training_reading(counts, stats)
+        reading.fields.update(self.merge_fields(handle, scalars))
+        return reading
+
+    def merge_fields(self, handle, scalars):
+        """The ``history_`` fields of the epoch's merges (name -> plain
+        value), from its :class:`EpochHandle` and resolved
+        :class:`EpochScalars`."""
         raise NotImplementedError
 
     def final_model(self):
@@ -376,8 +416,9 @@ class EpochStrategy:
         raise NotImplementedError
 
 
-def training_fields(counts, stats):
-    """History fields every strategy reports from its training tasks.
+def training_reading(counts, stats):
+    """The :class:`EpochReading` every strategy makes of its training
+    tasks, before its merges' fields.
 
     ``counts`` and ``stats`` are the resolved third and fourth results of
     the epoch's training tasks (sample counts, :class:`TrainStats`), one
@@ -392,16 +433,17 @@ def training_fields(counts, stats):
     total = sum(n for n, ok in zip(counts, merged) if ok)
     loss = sum(s.loss_sum for s, ok in zip(stats, merged) if ok)
     skipped = [w for w, s in enumerate(stats) if s.error is not None]
-    return {"train_loss": float(loss / total) if total else float("nan"),
-            "diverged": [w for w, s in enumerate(stats)
-                         if not s.finite and s.error is None],
-            "skipped": skipped,
-            "errors": {w: stats[w].error for w in skipped},
-            "tracebacks": {w: stats[w].traceback for w in skipped},
-            "retried": [w for w, s in enumerate(stats) if s.runs > 1],
-            "worker_samples": [int(n) for n in counts],
-            "worker_compute_s": [float(s.compute_s) for s in stats],
-            "end_s": max(float(s.end_s) for s in stats)}
+    fields = {"diverged": [w for w, s in enumerate(stats)
+                           if not s.finite and s.error is None],
+              "skipped": skipped,
+              "errors": {w: stats[w].error for w in skipped},
+              "tracebacks": {w: stats[w].traceback for w in skipped},
+              "retried": [w for w, s in enumerate(stats) if s.runs > 1],
+              "worker_samples": [int(n) for n in counts],
+              "worker_compute_s": [float(s.compute_s) for s in stats]}
+    return EpochReading(
+        train_loss=float(loss / total) if total else float("nan"),
+        end_s=max(float(s.end_s) for s in stats), fields=fields)
 
 
 def combine_shares(counts, stats):

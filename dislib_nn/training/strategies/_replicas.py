@@ -1,17 +1,16 @@
 """The per-worker loop every strategy shares: one training task per
-worker, and the history fields read from their reports.
+worker.
 
 A strategy decides what each replica starts from (the merged model, its
 own chain, a snapshot) and what happens after (a merge tree, a fold);
-submitting the training tasks in between, and reading what they
-reported, is the same for all of them and lives here.
+submitting the training tasks in between is the same for all of them
+and lives here (reading what they reported is
+:meth:`~._interface.EpochStrategy.read`'s).
 """
 
-from dislib_nn.training.strategies._interface import (measured_compute_s,
-                                                      training_fields)
 from dislib_nn.training.tasks._sharded import ShardedModel
 
-__all__ = ["Trained", "submit_training", "read_training"]
+__all__ = ["Trained", "submit_training"]
 
 
 class Trained:
@@ -97,10 +96,3 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
         optims = [None] * len(optims)
     return Trained(states, optims, counts, stats)
 
-
-def read_training(setup, counts, stats):
-    """The history fields of an epoch's training tasks (resolved counts
-    and statistics, one per worker), after feeding ``balance``'s
-    throughput with their compute times."""
-    setup.data.throughput.observe(counts, measured_compute_s(stats))
-    return training_fields(counts, stats)

@@ -14,11 +14,9 @@ that the strategy no longer holds. Checkpoints, ``history_`` and
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       EpochScalars,
-                                                      EpochStrategy,
-                                                      combine_shares)
+                                                      EpochStrategy)
 from dislib_nn.training.strategies._lifetimes import is_value
-from dislib_nn.training.strategies._replicas import (read_training,
-                                                     submit_training)
+from dislib_nn.training.strategies._replicas import submit_training
 from dislib_nn.training.strategies._sync import merges_after
 from dislib_nn.training.strategies._template import Round, Strategy
 from dislib_nn.training.tasks import _snapshot
@@ -121,11 +119,9 @@ class RoundDriver(EpochStrategy):
         return EpochHandle(epoch, lr, merged,
                            EpochScalars(counts, stats, infos), model)
 
-    def read(self, handle, scalars):
-        fields = read_training(self.setup, *combine_shares(scalars.counts,
-                                                           scalars.stats))
+    def merge_fields(self, handle, scalars):
         infos = scalars.merges
-        fields["n_merges"] = len(infos)
+        fields = {"n_merges": len(infos)}
         if any(info is not None for info in infos):
             fields["merge_info"] = infos
         return fields

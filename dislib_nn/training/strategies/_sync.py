@@ -25,10 +25,8 @@ from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training._param_validation import Interval, Options
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       EpochScalars,
-                                                      EpochStrategy,
-                                                      combine_shares)
-from dislib_nn.training.strategies._replicas import (read_training,
-                                                     submit_training)
+                                                      EpochStrategy)
+from dislib_nn.training.strategies._replicas import submit_training
 from dislib_nn.training.tasks import _reduce, _sharded, _snapshot
 from dislib_nn.training.tasks._held import held
 
@@ -135,12 +133,9 @@ class SyncStrategy(EpochStrategy):
                            EpochScalars(counts, stats, []), model,
                            self.shards if merged and want_model else None)
 
-    def read(self, handle, scalars):
-        fields = read_training(self.setup, *combine_shares(scalars.counts,
-                                                           scalars.stats))
+    def merge_fields(self, handle, scalars):
         # A merge follows every round of a merged epoch.
-        fields["n_merges"] = len(scalars.counts) if handle.merged else 0
-        return fields
+        return {"n_merges": len(scalars.counts) if handle.merged else 0}
 
     def _train(self, blocks, epoch, lr, share, merges):
         """Submit one training task per worker (for ``share`` of the
