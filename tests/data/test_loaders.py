@@ -4,7 +4,9 @@ they load trains the model the arrays train; and their errors."""
 
 import os
 import pickle
+import shutil
 import sys
+import uuid
 
 import numpy as np
 import pytest
@@ -36,9 +38,24 @@ BLOCKS = [({"block_size": 40}, (40, 40, 21)),
 
 
 def _hdf5(tmp_path, array, name="x", **kwargs):
+    """``array`` as dataset ``name`` of ``tmp_path``/data.h5 (added to
+    the file when it exists).
+
+    Written in a new scratch file, then copied. HDF5 locks a file while
+    it writes it, and a process started meanwhile from another thread
+    (the suite starts some in the background) holds a copy of that
+    descriptor until it closes it, so the lock can outlive ``close``:
+    the next open of the file then fails with "unable to lock file".
+    A copy is written without a lock.
+    """
     path = tmp_path / "data.h5"
-    with h5py.File(path, "a") as f:
+    scratch = tmp_path / f".writing-{uuid.uuid4().hex}.h5"
+    if path.exists():
+        shutil.copyfile(path, scratch)
+    with h5py.File(scratch, "a") as f:
         f.create_dataset(name, data=array, **kwargs)
+    shutil.copyfile(scratch, path)
+    scratch.unlink()
     return path
 
 
@@ -365,9 +382,7 @@ def test_no_rows(tmp_path, array, shape):
 
 
 def test_hdf5_dataset_without_a_shape(tmp_path):
-    path = tmp_path / "data.h5"
-    with h5py.File(path, "w") as f:
-        f["x"] = h5py.Empty("f4")
+    path = _hdf5(tmp_path, h5py.Empty("f4"))
     with pytest.raises(ShapeError, match=r"'dataset' = 'x' holds an array "
                        r"of shape None"):
         dnn.load_hdf5(path, "x")
