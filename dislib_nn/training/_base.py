@@ -55,11 +55,12 @@ from dislib_nn.training.callbacks._schedule import LRSchedule
 from dislib_nn.training.strategies import _rounds
 from dislib_nn.training.strategies._async import AsyncStrategy
 from dislib_nn.training.strategies._dealing import EpochData
-from dislib_nn.training.strategies._interface import (Carry, FitSetup,
-                                                      steps_per_epoch)
+from dislib_nn.training.strategies._clock import FitClock, steps_per_epoch
+from dislib_nn.training.strategies._interface import Carry, FitSetup
 from dislib_nn.training.strategies._lifetimes import Lifetimes
 from dislib_nn.training.strategies._sync import SyncStrategy
 from dislib_nn.training.tasks import _batchnorm
+from dislib_nn.training.tasks._precision import check_tasks_device
 from dislib_nn.training.tasks._train import train_task_for
 
 __all__ = ["EpochAveragingBase", "SyncEpochAveragingBase",
@@ -238,6 +239,9 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         """Run ``n_epochs`` epochs from the current model (the callbacks
         take their state from ``checkpoint`` when resuming)."""
         self._check_batch_norm_batch()
+        # Before the first task: fp16 needs the CUDA devices that the
+        # tasks of device="auto" may not get on this site.
+        check_tasks_device(self.precision, self.device)
         components = self._components(self._inferred)
         lifetimes = Lifetimes()
         recompute = _batchnorm.wanted(self.recompute_batchnorm,
@@ -266,10 +270,11 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             Carry(self.optimizer_states_, self._carried), params,
             self._output, [k for k, _ in self.module_.named_parameters()],
             lifetimes, train_task_for(self.device, self.on_failure),
-            step_schedule=step_schedule_of(
-                callbacks, components, self.module_, float(self.lr),
-                self.lr_schedule),
-            first_epoch=self.n_epochs_)
+            FitClock(epochs, params, self._output,
+                     step_schedule=step_schedule_of(
+                         callbacks, components, self.module_,
+                         float(self.lr), self.lr_schedule),
+                     first_epoch=self.n_epochs_))
         strategy = self._epoch_strategy(setup)
         final = run_epochs(self, strategy, named,
                            self.n_epochs_, self.n_epochs_ + n_epochs,

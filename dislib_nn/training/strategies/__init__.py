@@ -5,9 +5,10 @@ A strategy is one module behind the small interface of
 :class:`FitSetup`, answering with :class:`EpochHandle` records and
 carrying a :class:`Carry` from one fit to the next):
 :mod:`._sync` merges every replica together, :mod:`._async` folds each
-one in as it finishes. :mod:`._dealing` decides which blocks each
-worker trains on, :mod:`._lifetimes` when a future's data may be freed,
-:mod:`._replicas` the per-worker training loop both strategies share.
+one in as it finishes. :mod:`._clock` plans each epoch's rounds and what
+each task trains, :mod:`._dealing` which blocks each worker trains on,
+:mod:`._lifetimes` when a future's data may be freed, :mod:`._replicas`
+the per-worker training loop every strategy shares.
 """
 
 from dislib_nn.training.strategies._interface import (Carry, EpochHandle,

@@ -52,7 +52,6 @@ from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       EpochScalars,
                                                       EpochStrategy)
 from dislib_nn.training.strategies._replicas import submit_training
-from dislib_nn.training.strategies._sync import merges_after
 from dislib_nn.training.tasks import _async_merge, _delayed_fold, _snapshot
 
 __all__ = ["AsyncStrategy", "LAG", "LAG_FEW_STEPS"]
@@ -185,21 +184,19 @@ class AsyncStrategy(EpochStrategy):
         setup = self.setup
         data = setup.data
         blocks = data.blocks(epoch)
-        n_shares = self.rounds_per_epoch = setup.shares(epoch)
-        self.every = setup.sync_every(epoch)
+        plans = setup.clock.rounds(epoch, last)
+        self.rounds_per_epoch = len(plans)
+        self.every = setup.clock.sync_every(epoch)
         counts, stats, records, model = [], [], [], None
-        for k in range(n_shares):
-            share = (k, n_shares) if n_shares > 1 else None
-            merges = k < n_shares - 1 or merges_after(
-                epoch, setup.sync_every(epoch), last)
-            trained = self._train(blocks, epoch, lr, share, merges)
+        for plan in plans:
+            trained = self._train(blocks, epoch, lr, plan.share, plan.merges)
             counts.append(trained.counts)
             stats.append(trained.stats)
-            if merges:
+            if plan.merges:
                 records_k, model = self._merge(
                     trained.counts, trained.stats, epoch,
-                    want_model and k == n_shares - 1,
-                    None if share is None else setup.round_rows(epoch, share))
+                    want_model and plan.ends_epoch,
+                    None if plan.share is None else plan.rows)
                 records.extend(records_k)
         data.forget(epoch)
         if not last:

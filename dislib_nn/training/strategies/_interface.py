@@ -41,16 +41,12 @@ parameters included) and its tasks; the estimator class names it in
 
 from typing import NamedTuple
 
-from dislib_nn.training._adaptive import sync_every_at
 from dislib_nn.training.tasks._held import held
-from dislib_nn.training.tasks._precision import check_tasks_device
 from dislib_nn.training.tasks._report import TrainStats
-from dislib_nn.training.tasks._torch_loop import (EpochSettings,
-                                                  share_of_batches, share_rows)
 
 __all__ = ["FitSetup", "EpochHandle", "EpochScalars", "EpochReading",
            "EpochStrategy", "Carry", "training_reading", "combine_shares",
-           "measured_compute_s", "steps_per_epoch"]
+           "measured_compute_s"]
 
 
 class Carry:
@@ -85,7 +81,9 @@ class Carry:
 
 
 class FitSetup:
-    """What a strategy needs to run a fit's epochs.
+    """What a strategy needs to run a fit's epochs: a record, built once
+    before the fit's first task, whose fields are never reassigned (the
+    ``EpochData`` it holds deals each epoch as it comes).
 
     Parameters
     ----------
@@ -109,31 +107,19 @@ class FitSetup:
         The owner of ``delete_object`` decisions.
     train_task : callable
         The training task for the ``device`` parameter.
-    step_schedule : StepSchedule or None, default=None
-        A per-step learning-rate schedule (see
-        :mod:`dislib_nn.training.tasks._step_schedule`). Each training
-        task gets it placed at the global step of its first optimizer
-        step (:meth:`first_step`).
-    first_epoch : int, default=0
-        The fit's first epoch (epochs count across fits): its steps per
-        epoch are the clock's unit for the whole fit.
+    clock : FitClock
+        The fit's rounds and steps, epoch by epoch: what each task
+        trains (:mod:`._clock`).
 
     Attributes
     ----------
     task_components : Future
         ``components`` as tasks take it: a future the runtime holds
         (:mod:`dislib_nn.training.tasks._held`).
-
-    Its fields are set once, when it is built, and never reassigned;
-    the ``EpochData`` it holds deals each epoch as it comes.
     """
 
     def __init__(self, components, data, state, carried, params, output,
-                 param_keys, lifetimes, train_task, step_schedule=None,
-                 first_epoch=0):
-        # Before the first training task: fp16 needs the CUDA devices
-        # that the tasks of device="auto" may not get on this site.
-        check_tasks_device(params["precision"], params["device"])
+                 param_keys, lifetimes, train_task, clock):
         self.components = components
         # What tasks receive: the recipe held by the runtime, so that a
         # module instance's weights reach each worker once, not with
@@ -147,105 +133,16 @@ class FitSetup:
         self.param_keys = param_keys
         self.lifetimes = lifetimes
         self.train_task = train_task
-        # The clock: steps per epoch fixed at the fit's first epoch, and
-        # the step schedule sized to the fit's n_epochs of them.
-        self._epoch_steps = self.steps_per_epoch(first_epoch)
-        self.step_schedule = None if step_schedule is None else \
-            step_schedule.with_total(params["n_epochs"] * self._epoch_steps)
+        self.clock = clock
 
     @property
     def n_workers(self):
         return self.data.n_workers
 
-    def settings(self, epoch, worker, lr, share=None, merged=False):
-        """The :class:`EpochSettings` of one replica's epoch (its
-        ``share=(k, K)`` of it when it merges ``K`` times an epoch);
-        ``merged``: a merge follows the task, which then returns its
-        update in ``merge_precision`` (the full float32 state when no
-        merge follows: the replica continues from it)."""
-        p = self.params
-        return EpochSettings(
-            lr=lr, batch_size=p["batch_size"],
-            seed=self.data.train_seed(epoch, worker),
-            shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
-            optimizer_state=p["optimizer_state"], output=self.output,
-            on_failure=p["on_failure"], max_retries=p["max_retries"],
-            share=share, grad_clip_norm=p["grad_clip_norm"],
-            grad_clip_value=p["grad_clip_value"],
-            accumulate_grad_batches=p["accumulate_grad_batches"],
-            precision=p["precision"],
-            step_schedule=self._step_schedule(epoch, worker, share),
-            merge_precision=p["merge_precision"] if merged else "fp32")
-
-    def steps_per_epoch(self, epoch):
-        """Optimizer steps in ``epoch`` of the worker with the most rows
-        (a step every ``accumulate_grad_batches`` batches)."""
-        return steps_per_epoch(self.data, self.params, epoch)
-
-    def _steps(self, rows):
-        return _steps(rows, self.params)
-
-    def first_step(self, epoch, worker, share=None):
-        """The global optimizer step of a task's first step: ``epoch *
-        S`` plus the steps ``worker`` made earlier in the epoch (its
-        shares before ``share``), ``S`` being :meth:`steps_per_epoch` of
-        the fit's first epoch (epochs count across fits, so the clock
-        goes on through ``warm_start``, ``partial_fit`` and resumes)."""
-        steps = self._epoch_steps
-        first = 0
-        if share is not None:
-            mine = self._steps(self.data.rows(epoch)[worker])
-            first = share_of_batches(mine, *share)[0]
-        return epoch * steps + first
-
-    def _step_schedule(self, epoch, worker, share):
-        if self.step_schedule is None:
-            return None
-        return self.step_schedule.starting_at(
-            self.first_step(epoch, worker, share))
-
-    def shares(self, epoch):
-        """Merges within ``epoch``: 1 for ``sync_every`` of whole epochs,
-        ``1 / sync_every`` for a fraction, and for ``"step"`` one per
-        optimizer step of the worker with the most batches (a step
-        every ``accumulate_grad_batches`` batches)."""
-        every = self.sync_every(epoch)
-        if every == "step":
-            return self.steps_per_epoch(epoch)
-        if every < 1:
-            return int(round(1 / every))
-        return 1
-
-    def sync_every(self, epoch):
-        """``sync_every`` in ``epoch`` (0-based, across fits): the
-        parameter, or what it gives for the epoch when it is callable."""
-        return sync_every_at(self.params["sync_every"], epoch)
-
-    def round_rows(self, epoch, share=None):
-        """The rows all workers train on in ``share`` of ``epoch`` (the
-        whole epoch for None): what one round of merges covers."""
-        step_rows = self.params["batch_size"] \
-            * self.params["accumulate_grad_batches"]
-        return sum(share_rows(n, share, step_rows)
-                   for n in self.data.rows(epoch))
-
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""
         states = self.carried.optimizer_states or [None]
         return [states[w % len(states)] for w in range(self.n_workers)]
-
-
-def steps_per_epoch(data, params, epoch):
-    """Optimizer steps in ``epoch`` of the worker with the most rows of
-    ``data`` (an ``EpochData``), a step every ``accumulate_grad_batches``
-    batches of ``batch_size`` (``params``' entries)."""
-    return max(1, max(_steps(n, params) for n in data.rows(epoch)))
-
-
-def _steps(rows, params):
-    """Optimizer steps of a worker with ``rows`` rows in an epoch."""
-    batches = -(-rows // params["batch_size"])
-    return -(-batches // params["accumulate_grad_batches"])
 
 
 class EpochScalars(NamedTuple):

@@ -54,7 +54,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
     lr : float
     share : (int, int) or None, default=None
         The share of the epoch this round trains (see
-        :meth:`FitSetup.settings`).
+        :meth:`~._clock.FitClock.settings`).
     merge_from : list or None, default=None
         None when no merge follows these tasks. Otherwise the model each
         worker's round started from, which the merge adds the update
@@ -77,7 +77,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
     states, optims, counts, stats = [], [], [], []
     for w, ((x_blocks, y_blocks), (state, optim)) in enumerate(
             zip(blocks, inputs)):
-        settings = setup.settings(epoch, w, lr, share,
+        settings = setup.clock.settings(epoch, w, lr, share,
                                   merged=merge_from is not None)
         if reset and not ends_epoch:
             settings.optimizer_state = "keep"

@@ -17,7 +17,6 @@ from dislib_nn.training.strategies._interface import (Carry, EpochHandle,
                                                       EpochStrategy)
 from dislib_nn.training.strategies._lifetimes import is_value
 from dislib_nn.training.strategies._replicas import submit_training
-from dislib_nn.training.strategies._sync import merges_after
 from dislib_nn.training.strategies._template import Round, Strategy
 from dislib_nn.training.tasks import _snapshot
 
@@ -95,20 +94,16 @@ class RoundDriver(EpochStrategy):
     def submit_epoch(self, epoch, lr, last, want_model):
         setup = self.setup
         blocks = setup.data.blocks(epoch)
-        n_shares = setup.shares(epoch)
         counts, stats, infos = [], [], []
-        for k in range(n_shares):
-            share = (k, n_shares) if n_shares > 1 else None
-            if share is not None and setup.round_rows(epoch, share) == 0:
+        for plan in setup.clock.rounds(epoch, last):
+            if plan.share is not None and plan.rows == 0:
                 continue        # fewer batches than shares: nothing to do
-            ends = k == n_shares - 1
-            trained = self._train(blocks, epoch, lr, share)
+            trained = self._train(blocks, epoch, lr, plan.share)
             counts.append(trained.counts)
             stats.append(trained.stats)
-            if not ends or merges_after(epoch, setup.sync_every(epoch),
-                                        last):
+            if plan.merges:
                 infos.append(self._merge(Round(
-                    epoch, share, last and ends, self.starts,
+                    epoch, plan.share, plan.last, self.starts,
                     trained.states, trained.counts, trained.stats)))
         setup.data.forget(epoch)
         if not last:

@@ -30,16 +30,7 @@ from dislib_nn.training.strategies._replicas import submit_training
 from dislib_nn.training.tasks import _reduce, _sharded, _snapshot
 from dislib_nn.training.tasks._held import held
 
-__all__ = ["SyncStrategy", "merges_after"]
-
-
-def merges_after(epoch, sync_every, last):
-    """Whether replicas merge after ``epoch`` (0-based, across fits):
-    every ``sync_every`` epochs; after every epoch when they merge within
-    epochs (a fraction, or ``"step"``)."""
-    if sync_every == "step" or sync_every < 1:
-        return True
-    return last or (epoch + 1) % sync_every == 0
+__all__ = ["SyncStrategy"]
 
 
 class SyncStrategy(EpochStrategy):
@@ -107,24 +98,20 @@ class SyncStrategy(EpochStrategy):
         setup = self.setup
         data = setup.data
         blocks = data.blocks(epoch)
-        n_shares = setup.shares(epoch)
         counts, stats = [], []
         merged = False
-        for k in range(n_shares):
-            share = (k, n_shares) if n_shares > 1 else None
-            if share is not None and setup.round_rows(epoch, share) == 0:
+        for plan in setup.clock.rounds(epoch, last):
+            if plan.share is not None and plan.rows == 0:
                 # Fewer batches than shares: no worker has rows in this
                 # one, so there is nothing to train or merge.
                 continue
-            merges = k < n_shares - 1 or merges_after(
-                epoch, setup.sync_every(epoch), last)
-            share_counts, share_stats = self._train(blocks, epoch, lr, share,
-                                                    merges)
+            share_counts, share_stats = self._train(
+                blocks, epoch, lr, plan.share, plan.merges)
             counts.append(share_counts)
             stats.append(share_stats)
-            if merges:
+            if plan.merges:
                 merged = self._merge(share_counts, share_stats,
-                                     final=last and k == n_shares - 1)
+                                     final=plan.last)
         data.forget(epoch)
         if not last:
             data.prepare(epoch + 1)
