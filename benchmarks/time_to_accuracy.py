@@ -310,8 +310,10 @@ def run_link(args, rate, target, unshaped):
         print(f"\n== {args.nodes} nodes, link {rate}: {link['mbit_per_s']:.0f}"
               f" Mbit/s measured, idle round trip {link['rtt_ms']:.3f} ms",
               flush=True)
+        # Shaped, DDP runs at the scaling that won unshaped (none when
+        # DDP is not a contender of this run).
         scalings = ["linear", "sqrt"] if not shaped else \
-            [unshaped["ddp_scaling"]]
+            [s for s in [unshaped.get("ddp_scaling")] if s is not None]
         ddp_epochs = args.shaped_epochs if shaped else args.max_epochs
         for scaling in scalings:
             if f"ddp-{scaling}" not in args.contenders:

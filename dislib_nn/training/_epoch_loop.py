@@ -59,8 +59,7 @@ def _run(estimator, strategy, callbacks, first, total, lr, validation):
     state = FitState(estimator, strategy, first, total, lr, callbacks)
     callbacks = [cb for _, cb in callbacks]
     needs_current = any(cb.needs_current_epoch for cb in callbacks)
-    want_model = validation is not None or any(
-        cb.wants_model for cb in callbacks)
+    want_model = any(cb.wants_model for cb in callbacks)
     want_checkpoint = any(cb.wants_checkpoint for cb in callbacks)
     for cb in callbacks:
         cb.on_fit_begin(state)
@@ -71,7 +70,8 @@ def _run(estimator, strategy, callbacks, first, total, lr, validation):
         for cb in callbacks:
             cb.on_epoch_begin(state, epoch)
         last = epoch == total - 1
-        handle = strategy.submit_epoch(epoch, state.lr, last, want_model)
+        handle = strategy.submit_epoch(epoch, state.lr, last, want_model,
+                                       validation is not None)
         if handle.merged and want_checkpoint:
             handle.checkpoint = strategy.checkpoint_parts()
         valid = []

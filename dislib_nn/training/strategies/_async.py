@@ -180,7 +180,7 @@ class AsyncStrategy(EpochStrategy):
             return max(1, math.ceil(self.max_lag / self.rounds_per_epoch))
         return max(1, self.max_lag) * every
 
-    def submit_epoch(self, epoch, lr, last, want_model):
+    def submit_epoch(self, epoch, lr, last, want_model, want_readable=False):
         setup = self.setup
         data = setup.data
         blocks = data.blocks(epoch)
@@ -195,7 +195,7 @@ class AsyncStrategy(EpochStrategy):
             if plan.merges:
                 records_k, model = self._merge(
                     trained.counts, trained.stats, epoch,
-                    want_model and plan.ends_epoch,
+                    (want_model or want_readable) and plan.ends_epoch,
                     None if plan.share is None else plan.rows)
                 records.extend(records_k)
         data.forget(epoch)

@@ -4,11 +4,13 @@ A strategy decides *what runs when* in a fit: which tasks train each
 replica, when and how replicas merge. The estimator base drives it
 through five calls and knows nothing else about it:
 
-``submit_epoch(epoch, lr, last, want_model)``
+``submit_epoch(epoch, lr, last, want_model, want_readable=False)``
     Submit one epoch's tasks (training, merges); wait for nothing.
     Returns an :class:`EpochHandle`: the futures of the epoch's scalars,
-    and of the model after it when ``want_model`` (for validation, early
-    stopping, a checkpoint).
+    of the model after it when ``want_model`` (for a callback: early
+    stopping), and of the model as tasks read it where it lies when
+    ``want_readable`` (for validation: a sharded model's shards, which
+    no task has to join).
 ``read(handle, scalars)``
     Turn the epoch's scalars, an :class:`EpochScalars` of values once
     the base has waited for them, into an :class:`EpochReading`. The
@@ -284,7 +286,7 @@ class EpochStrategy:
         """
         return 1
 
-    def submit_epoch(self, epoch, lr, last, want_model):
+    def submit_epoch(self, epoch, lr, last, want_model, want_readable=False):
         raise NotImplementedError
 
     def read(self, handle, scalars):

@@ -91,7 +91,7 @@ class RoundDriver(EpochStrategy):
         one's measurements."""
         return 0 if self.setup.params["balance"] else 1
 
-    def submit_epoch(self, epoch, lr, last, want_model):
+    def submit_epoch(self, epoch, lr, last, want_model, want_readable=False):
         setup = self.setup
         blocks = setup.data.blocks(epoch)
         counts, stats, infos = [], [], []
@@ -110,7 +110,7 @@ class RoundDriver(EpochStrategy):
             setup.data.prepare(epoch + 1)
         merged = bool(infos)
         model = setup.lifetimes.keep(self._model()) \
-            if merged and want_model else None
+            if merged and (want_model or want_readable) else None
         return EpochHandle(epoch, lr, merged,
                            EpochScalars(counts, stats, infos), model)
 

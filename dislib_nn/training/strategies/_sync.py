@@ -94,7 +94,7 @@ class SyncStrategy(EpochStrategy):
         for anyway, still runs."""
         return 0 if self.setup.params["balance"] else 1
 
-    def submit_epoch(self, epoch, lr, last, want_model):
+    def submit_epoch(self, epoch, lr, last, want_model, want_readable=False):
         setup = self.setup
         data = setup.data
         blocks = data.blocks(epoch)
@@ -115,10 +115,17 @@ class SyncStrategy(EpochStrategy):
         data.forget(epoch)
         if not last:
             data.prepare(epoch + 1)
-        model = self._global() if merged and want_model else None
+        model = readable = None
+        if merged and want_model:
+            model = self._global()
+        if merged and (want_model or want_readable):
+            # Validation reads the shards where they were merged: the
+            # whole model is joined (a task, 1 - 1/P of a model into one
+            # node) only when something else reads it.
+            readable = self._global() if self.shards is None \
+                else self.shards
         return EpochHandle(epoch, lr, merged,
-                           EpochScalars(counts, stats, []), model,
-                           self.shards if merged and want_model else None)
+                           EpochScalars(counts, stats, []), model, readable)
 
     def merge_fields(self, handle, scalars):
         # A merge follows every round of a merged epoch.

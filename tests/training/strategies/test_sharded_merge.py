@@ -14,6 +14,7 @@ from dislib_nn import (SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import TaskFailureWarning
 from tests.training import _models, _reference as ref
+from tests.training._task_counts import count_submitted
 
 
 def _classification(n=150):
@@ -97,6 +98,29 @@ def test_a_diverged_replica_is_left_out_of_every_shard(sequential,
     _assert_identical(fits["sharded"], fits["tree"])
     assert all(bool(torch.isfinite(v).all()) for v in
                fits["sharded"].module_.state_dict().values())
+
+
+@pytest.mark.parametrize("extra, joins", [
+    ({}, 1),
+    # Early stopping may keep any merged epoch's model: every epoch's
+    # (the last epoch's is the fitted model).
+    ({"early_stopping": True, "patience": 5}, 3),
+], ids=["validation", "early-stopping"])
+def test_validation_reads_the_shards_and_joins_no_model(local, monkeypatch,
+                                                        extra, joins):
+    # Scoring each epoch reads the merged shards where they lie; the
+    # whole model is joined for the fitted model, and for a callback
+    # that may keep an epoch's.
+    X, y = _classification()
+    calls = count_submitted(monkeypatch)
+    fitted = _fit("sharded", X, y, validation_fraction=0.2, **extra)
+    assert calls["_join"] == joins
+    assert all(h["valid_score"] is not None for h in fitted.history_)
+    monkeypatch.undo()
+    tree = _fit("tree", X, y, validation_fraction=0.2, **extra)
+    assert [h["valid_score"] for h in fitted.history_] == \
+        [h["valid_score"] for h in tree.history_]
+    _assert_identical(fitted, tree)
 
 
 def test_resume_and_warm_start_continue_a_sharded_fit_exactly(local,
