@@ -577,6 +577,9 @@ def _run(args):
     print_tables(cells, args.nodes, target)
     verdicts = judge(cells, args.nodes)
     print("\ntargets:")
+    if not verdicts:
+        print("  none judged: the targets are ratios to DDP, which was not "
+              "a contender of this run")
     for v in verdicts:
         value = "-" if v["value"] is None else f"{v['value']:.2f}"
         print(f"  [{_mark(v['met'])}] {v['link']} ({v['regime']}): "
