@@ -11,7 +11,9 @@ reduce-scatter and all-gather of a ring all-reduce, as tasks.
 
 The arithmetic is :mod:`._sums`', element by element, in the order of
 the tree's pairs (:func:`merge_pieces`), so a model merged in shards is
-bit-identical to the same model merged by the tree. Entries that are
+bit-identical to the same model merged by the tree. FedAvgM's momentum
+step is element by element too, so each shard takes it on its own
+(:func:`momentum_step_piece`), its momentum buffer cut like the model. Entries that are
 not averaged (integer and boolean tensors, plain numbers, strings) are
 not cut: shard 0 carries them whole.
 
@@ -23,10 +25,10 @@ from typing import NamedTuple
 
 import torch
 
-from dislib_nn.training.merge import _sums
+from dislib_nn.training.merge import _outer, _sums
 
 __all__ = ["Shard", "split", "piece", "join", "model_from",
-           "merge_pieces"]
+           "merge_pieces", "momentum_step_piece"]
 
 
 class Shard(NamedTuple):
@@ -129,6 +131,38 @@ def merge_pieces(pieces, weights, finite, previous):
     if not total.entries:
         return previous
     return first._replace(entries=_sums.mean(total, like=first.entries))
+
+
+def momentum_step_piece(previous, merged, velocity, lr, momentum, keys):
+    """FedAvgM's step (:func:`._outer.momentum_step`) on shard ``j``.
+
+    ``previous`` and ``merged`` are shard ``j`` of the global model
+    before the round and of the replicas' mean; ``velocity`` is shard
+    ``j`` of the momentum buffer (a :class:`Shard` of it, or the whole
+    buffer, cut here), or None in the first round. The step is the
+    whole model's, element by element, so the stepped shards join into
+    the whole model's step bit for bit.
+
+    Returns
+    -------
+    state : Shard
+        Shard ``j`` of the new global model.
+    velocity : Shard or None
+        Shard ``j`` of the new momentum buffer (its layout the
+        parameters' keys and shapes); None when ``momentum`` is 0.
+    """
+    if velocity is not None and not isinstance(velocity, Shard):
+        velocity = piece(velocity, merged.index, merged.n_shards)
+    state, new_velocity = _outer.momentum_step(
+        previous.entries, merged.entries,
+        None if velocity is None else velocity.entries, lr, momentum, keys)
+    stepped = merged._replace(entries=state)
+    if new_velocity is None:
+        return stepped, None
+    shapes = dict(merged.layout)
+    return stepped, Shard(merged.index, merged.n_shards,
+                          collections.OrderedDict(new_velocity),
+                          tuple((k, shapes[k]) for k in new_velocity))
 
 
 def _is_cut(value):

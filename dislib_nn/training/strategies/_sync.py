@@ -80,7 +80,11 @@ class SyncStrategy(EpochStrategy):
         self.shards = None
         self.states = [self.state] * n
         self.optims = setup.initial_optims()
+        # The outer step's state (the momentum buffer, the outer
+        # optimizer's), whole or, sharded, a ShardedModel; `joined`: its
+        # sharded entries joined for carry(), once per round.
         self.outer = dict(setup.carried.state)
+        self.joined = {}
         self.delay = setup.params.get("merge_delay", 0)
         # merge_delay=1: the replicas of the last merge, whose correction
         # the next round's starts take (None before the first merge).
@@ -188,7 +192,26 @@ class SyncStrategy(EpochStrategy):
         keep = self.setup.params["optimizer_state"]
         optims = None if keep == "reset" else (
             self.optims if keep == "keep" else self.optims[:1])
-        return Carry(optims, self.outer)
+        return Carry(optims, self._outer_whole())
+
+    def _outer_whole(self):
+        """The outer state as the next fit, a checkpoint and ``save``
+        take it: a sharded momentum buffer joined by one task."""
+        whole = {}
+        for key, value in self.outer.items():
+            if isinstance(value, _sharded.ShardedModel):
+                if key not in self.joined:
+                    self.joined[key] = _sharded.submit_join(value)
+                value = self.joined[key]
+            whole[key] = value
+        return whole
+
+    def _forget_outer(self):
+        """Release the outer state the merges just submitted read, and
+        its joined copies."""
+        self.setup.lifetimes.release(list(self.outer.values()),
+                                     list(self.joined.values()))
+        self.outer, self.joined = {}, {}
 
     def _merge(self, counts, stats, final=False):
         """Submit one merge of the replicas (and the outer step, if any);
@@ -249,21 +272,34 @@ class SyncStrategy(EpochStrategy):
 
     def _merge_sharded(self, weights, stats):
         """``merge="sharded"``: shard ``j`` is merged where replica ``j``
-        was trained (:mod:`~dislib_nn.training.tasks._sharded`). With an
-        outer step the shards are joined for it, and the next round
-        starts from the whole model it returns."""
+        was trained (:mod:`~dislib_nn.training.tasks._sharded`), and
+        with ``outer_lr`` / ``outer_momentum`` takes its outer step
+        there, its momentum buffer sharded too. With an
+        ``outer_optimizer`` the shards are joined for its step, and the
+        next round starts from the whole model it returns."""
         setup = self.setup
         lifetimes = setup.lifetimes
         replicas, start = self.states, self._round_start()
-        shards = _sharded.submit_sharded_merge(replicas, weights, stats,
-                                               start, lifetimes)
+        step = _reduce.outer_step_of(setup.params, setup.param_keys)
+        if step is not None and not step.optimizer:
+            shards, velocity = _sharded.submit_sharded_merge_stepped(
+                replicas, weights, stats, start, lifetimes, step,
+                self.outer.get(step.key))
+            self._forget_outer()
+            if step.momentum:
+                self.outer = {step.key: velocity}
+            else:
+                lifetimes.release(velocity)
+        else:
+            shards = _sharded.submit_sharded_merge(replicas, weights, stats,
+                                                   start, lifetimes)
         lifetimes.release(replicas)
         if self.shards is not None:
             # The round's start: read by its training tasks and merges,
             # all submitted.
             lifetimes.release(self.shards)
             self.shards = None
-        if _reduce.has_outer_step(setup.params):
+        if step is not None and step.optimizer:
             averaged = _sharded.submit_join(shards)
             lifetimes.release(shards)
             self.state = lifetimes.keep(self._outer_step(averaged))

@@ -19,15 +19,22 @@ The fallback when every replica diverged is the shard of the model the
 round started from. When that model is held whole (a fit's first round,
 after an outer step), ``_split_replica`` also cuts it, from the copy
 the worker read to train, so that shard too is made where it is merged.
-The whole model (for validation, checkpoints, the fitted model) is one
-``_join`` task, submitted only when something reads it.
+The whole model (for checkpoints, the fitted model, a callback that may
+keep it) is one ``_join`` task, submitted only when something reads it.
+
+With ``outer_lr`` / ``outer_momentum`` (FedAvgM's momentum step, element
+by element) each ``_merge_shard_stepped`` also takes the step on its
+shard, with its shard of the momentum buffer, so the round stays
+rootless (:func:`submit_sharded_merge_stepped`). An ``outer_optimizer``
+(any ``torch.optim`` optimizer) steps the joined model.
 """
 
 from dislib_nn.runtime import COLLECTION_IN, COLLECTION_OUT, Depth, Type, \
     task
 from dislib_nn.training.merge import _shards
 
-__all__ = ["ShardedModel", "submit_sharded_merge", "submit_join"]
+__all__ = ["ShardedModel", "submit_sharded_merge",
+           "submit_sharded_merge_stepped", "submit_join"]
 
 _COLLECTION = {Type: COLLECTION_IN, Depth: 1}
 
@@ -59,6 +66,24 @@ def _merge_shard(own, index, pieces, counts, stats, previous):
     ``index`` whole, ``pieces`` shard ``index`` of the others in replica
     order; ``counts`` and ``stats`` are every replica's; ``previous`` is
     the round's starting model's shard ``index``."""
+    return _merged_piece(own, index, pieces, counts, stats, previous)
+
+
+@task(returns=2, pieces=_COLLECTION, counts=_COLLECTION,
+      stats=_COLLECTION, priority=True)
+def _merge_shard_stepped(own, index, pieces, counts, stats, previous,
+                         velocity, step):
+    """:func:`_merge_shard`, then FedAvgM's step on the merged shard
+    from ``previous`` with ``velocity`` (shard ``index`` of the momentum
+    buffer, the whole buffer in a fit's first round, or None): the
+    stepped shard and shard ``index`` of the new buffer (None when
+    ``step.momentum`` is 0). ``step`` is an ``OuterStep``."""
+    merged = _merged_piece(own, index, pieces, counts, stats, previous)
+    return _shards.momentum_step_piece(previous, merged, velocity, step.lr,
+                                       step.momentum, step.keys)
+
+
+def _merged_piece(own, index, pieces, counts, stats, previous):
     n = len(pieces) + 1
     mine = _shards.piece(own, index, n)
     ordered = list(pieces[:index]) + [mine] + list(pieces[index:])
@@ -100,22 +125,69 @@ def submit_sharded_merge(replicas, counts, stats, start, lifetimes):
         The merged model's shards, shard ``j`` merged where replica
         ``j`` was trained.
     """
-    n = len(replicas)
-    whole = not isinstance(start, ShardedModel)
-    sent, previous = [], [] if whole else list(start)
-    for i, replica in enumerate(replicas):
-        pieces = [object() for _ in range(n - 1 + whole)]
-        _split_replica(replica, i, start if whole else None, pieces)
-        if whole:
-            previous.append(pieces.pop())
-        sent.append(pieces)
     merged = []
-    for j, replica in enumerate(replicas):
-        # Shard j of replica i sits at i's list, j - 1 past its own.
-        others = [sent[i][j - (j > i)] for i in range(n) if i != j]
-        merged.append(_merge_shard(replica, j, others, counts, stats,
-                                   previous[j]))
-    lifetimes.release(sent)
-    if whole:
-        lifetimes.release(previous)
+    with _split(replicas, start, lifetimes) as cut:
+        for j, replica in enumerate(replicas):
+            merged.append(_merge_shard(replica, j, cut.others(j), counts,
+                                       stats, cut.previous[j]))
     return ShardedModel(merged)
+
+
+def submit_sharded_merge_stepped(replicas, counts, stats, start, lifetimes,
+                                 step, velocity):
+    """:func:`submit_sharded_merge` with FedAvgM's step on every shard.
+
+    ``step`` is the ``OuterStep`` (``step.optimizer`` False);
+    ``velocity`` the momentum buffer of the round before: a
+    :class:`ShardedModel` of its shards, the whole buffer (a future or a
+    value: a fit's first round, each shard's task cuts its own), or
+    None. Returns the new model's shards and the new buffer's, a
+    :class:`ShardedModel` (of futures of None when ``step.momentum`` is
+    0: release them).
+    """
+    n = len(replicas)
+    parts = list(velocity) if isinstance(velocity, ShardedModel) \
+        else [velocity] * n
+    merged, velocities = [], []
+    with _split(replicas, start, lifetimes) as cut:
+        for j, replica in enumerate(replicas):
+            shard, shard_velocity = _merge_shard_stepped(
+                replica, j, cut.others(j), counts, stats, cut.previous[j],
+                parts[j], step)
+            merged.append(shard)
+            velocities.append(shard_velocity)
+    return ShardedModel(merged), ShardedModel(velocities)
+
+
+class _split:
+    """Submits every replica's :func:`_split_replica` (and, when the
+    round started from a whole model, its shards); on exit, once the
+    merges that read them are submitted, releases the pieces."""
+
+    def __init__(self, replicas, start, lifetimes):
+        n = len(replicas)
+        self.whole = not isinstance(start, ShardedModel)
+        self.lifetimes = lifetimes
+        self.sent, self.previous = [], [] if self.whole else list(start)
+        for i, replica in enumerate(replicas):
+            pieces = [object() for _ in range(n - 1 + self.whole)]
+            _split_replica(replica, i, start if self.whole else None,
+                           pieces)
+            if self.whole:
+                self.previous.append(pieces.pop())
+            self.sent.append(pieces)
+
+    def others(self, j):
+        """Shard ``j`` of every replica but ``j``, in replica order."""
+        # Shard j of replica i sits at i's list, j - 1 past its own.
+        return [self.sent[i][j - (j > i)] for i in range(len(self.sent))
+                if i != j]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.lifetimes.release(self.sent)
+        if self.whole:
+            self.lifetimes.release(self.previous)
+        return False

@@ -45,7 +45,9 @@ def _assert_identical(a, b):
     {"sync_every": 0.5, "outer_lr": 0.8, "outer_momentum": 0.5},
     {"sync_every": 2, "optimizer_state": "reset",
      "validation_fraction": 0.2},
-], ids=["defaults", "half-outer", "every2-reset-valid"])
+    # The outer step without momentum: no buffer to shard.
+    {"outer_lr": 1.5},
+], ids=["defaults", "half-outer", "every2-reset-valid", "outer-lr"])
 def test_a_sharded_merge_is_the_tree_s_bit_for_bit(backend, extra):
     X, y = _classification()
     tree = _fit("tree", X, y, **extra)
@@ -123,18 +125,42 @@ def test_validation_reads_the_shards_and_joins_no_model(local, monkeypatch,
     _assert_identical(fitted, tree)
 
 
+@pytest.mark.parametrize("extra", [
+    {},
+    # The sharded momentum buffer, joined into the checkpoint and the
+    # carried state, and cut again by the next fit's first round.
+    {"outer_lr": 0.8, "outer_momentum": 0.5},
+], ids=["plain", "outer-momentum"])
 def test_resume_and_warm_start_continue_a_sharded_fit_exactly(local,
-                                                              tmp_path):
+                                                              tmp_path,
+                                                              extra):
     X, y = _classification()
-    whole = _fit("sharded", X, y, n_epochs=4)
-    _fit("sharded", X, y, n_epochs=2, checkpoint_dir=tmp_path)
+    whole = _fit("sharded", X, y, n_epochs=4, **extra)
+    _fit("sharded", X, y, n_epochs=2, checkpoint_dir=tmp_path, **extra)
     resumed = SyncEpochAveragingClassifier(
         module=_models.Classifier, module__n_features_in=6, n_workers=3,
         n_epochs=4, batch_size=8, lr=0.05, optimizer__momentum=0.9,
-        random_state=0, merge="sharded", checkpoint_dir=tmp_path)
+        random_state=0, merge="sharded", checkpoint_dir=tmp_path, **extra)
     resumed.fit(X, y, resume=True)
     assert [h["epoch"] for h in resumed.history_] == [1, 2, 3, 4]
     _assert_identical(resumed, whole)
-    warm = _fit("sharded", X, y, n_epochs=2, warm_start=True)
+    warm = _fit("sharded", X, y, n_epochs=2, warm_start=True, **extra)
     warm.fit(X, y)              # epochs 3 and 4, from the carried state
     _assert_identical(warm, whole)
+    if extra:
+        tree = _fit("tree", X, y, n_epochs=4, **extra)
+        _assert_identical(whole, tree)
+        for key, value in tree.strategy_state_["velocity"].items():
+            assert torch.equal(whole.strategy_state_["velocity"][key], value)
+
+
+def test_the_momentum_step_is_taken_on_the_shards(local, monkeypatch):
+    # No join and no separate step a round: each shard's merge takes
+    # FedAvgM's step on its slice; the fitted model is joined once.
+    X, y = _classification()
+    calls = count_submitted(monkeypatch)
+    _fit("sharded", X, y, outer_lr=0.8, outer_momentum=0.5, sync_every=0.5)
+    rounds = 3 * 2
+    assert calls["_merge_shard_stepped"] == 3 * rounds
+    assert calls["_merge_shard"] == calls["_momentum_step"] == 0
+    assert calls["_join"] == 1 + 1    # the model, and the carried buffer
