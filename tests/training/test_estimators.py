@@ -387,10 +387,10 @@ def test_merge_tree_gives_the_weighted_mean_of_the_finite_replicas():
         class Lifetimes:
             release = staticmethod(released.append)
 
-        model, optim = _reduce.submit_merge(
+        model, optim, outer = _reduce.submit_merge(
             replicas, None, counts, Lifetimes(),
             [TrainStats(finite=f) for f in finite], previous)
-        assert optim is None
+        assert optim is None and outer is None
         assert len(released) == 3
         assert not any(r is leaf for r in released for leaf in replicas)
         return runtime.wait_on(model)

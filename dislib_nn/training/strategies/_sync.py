@@ -232,7 +232,7 @@ class SyncStrategy(EpochStrategy):
         # The tree's root takes the outer step too (one task less); one
         # replica's merge is no tree.
         folded = step is not None and len(replicas) > 1
-        merged, merged_optim, *new_outer = _reduce.submit_merge(
+        merged, merged_optim, new_outer = _reduce.submit_merge(
             replicas, replica_optims if average_optims else None, weights,
             lifetimes, stats, self.state,
             deltas=p["merge_precision"] != "fp32",
@@ -240,7 +240,7 @@ class SyncStrategy(EpochStrategy):
             if folded else None)
         if folded:
             lifetimes.release(list(self.outer.values()))
-            self.outer = {step.key: new_outer[0]}
+            self.outer = {step.key: new_outer}
         else:
             merged = self._outer_step(merged)
         previous = self.state

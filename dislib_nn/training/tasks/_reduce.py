@@ -19,7 +19,7 @@ from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training.merge import _delay, _outer, _payload, _sums
 from dislib_nn.training.tasks._report import TrainStats
 
-__all__ = ["submit_merge", "submit_outer_step", "has_outer_step",
+__all__ = ["submit_merge", "Merged", "submit_outer_step", "has_outer_step",
            "OuterStep", "outer_step_of",
            "submit_delayed_starts"]
 
@@ -77,6 +77,27 @@ def _pair_with_optims(models, optims, counts, stats, root, previous,
     merged_optim = _sums.unflatten_optimizer_state(
         _sums.mean(optim_total[0]), optim_total[1])
     return _root_model(total, previous, deltas), merged_optim
+
+
+class Merged(NamedTuple):
+    """What :func:`submit_merge` submitted: futures.
+
+    Attributes
+    ----------
+    model : future
+        The merged state dict (after the outer step, when the root took
+        it).
+    optim : future or None
+        The merged optimizer state; None when no optimizer states were
+        merged.
+    outer : future or None
+        The new outer state when the root took the outer step; else
+        None.
+    """
+
+    model: object
+    optim: object
+    outer: object = None
 
 
 class OuterStep(NamedTuple):
@@ -278,26 +299,33 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
 
     ``outer``, ``(step, carried, components)``: the root also takes the
     outer step (an :class:`OuterStep`) from ``previous``, with the
-    carried outer state and the fit's components, in the same task, and
-    a third future is returned, the new outer state. Only for two
-    replicas or more (one replica's merge is no task to fold it into).
+    carried outer state and the fit's components, in the same task,
+    and :attr:`Merged.outer` is the future of the new outer state. Only
+    for two replicas or more (one replica's merge is no task to fold it
+    into).
+
+    Returns
+    -------
+    Merged
     """
     if len(models) == 1:
         if outer is not None:
             raise ValueError("submit_merge folds an outer step into the "
                              "root of a tree of two replicas or more")
-        return (_keep_finite(models[0], stats[0], previous, deltas),
-                None if optims is None else optims[0])
+        return Merged(_keep_finite(models[0], stats[0], previous, deltas),
+                      None if optims is None else optims[0])
     with_optims = optims is not None
-    # (model, optimizer state, count, stats, is a partial sum of this tree)
-    leaves = [(m, o, c, s, False) for m, o, c, s in
+    # (model, optimizer state, count, stats, is a partial sum of this
+    # tree, the outer state the root's step returned)
+    leaves = [(m, o, c, s, False, None) for m, o, c, s in
               zip(models, optims if with_optims else models, counts, stats)]
 
     def pair(a, b, root):
         last = previous if root else None
+        new_outer = None
         if root and outer is not None:
             step, carried, components = outer
-            model, optim, new_outer[0] = _merge_root_stepped(
+            model, optim, new_outer = _merge_root_stepped(
                 [a[0], b[0]], [a[1], b[1]] if with_optims else [{}, {}],
                 [a[2], b[2]], [a[3], b[3]], previous, deltas, step,
                 carried, components, with_optims)
@@ -315,11 +343,7 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
                     lifetimes.release(child[1])
         # A partial sum carries its weights inside; its count, 0, and
         # stats are ignored (task collections hold no None).
-        return model, optim, 0, _PARTIAL, True
+        return model, optim, 0, _PARTIAL, True, new_outer
 
-    new_outer = [None]
-    model, optim, _, _, _ = _sums.tree_reduce(leaves, pair)
-    optim = optim if with_optims else None
-    if outer is not None:
-        return model, optim, new_outer[0]
-    return model, optim
+    model, optim, _, _, _, new_outer = _sums.tree_reduce(leaves, pair)
+    return Merged(model, optim if with_optims else None, new_outer)
