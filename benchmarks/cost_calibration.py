@@ -27,6 +27,15 @@ P - 1 others:
 
     round = h + (d + P - 1) M / B
 
+With ``merge=sharded`` every node sends and receives (P - 1) / P of a
+model twice, all links at once:
+
+    round = h + 2 (P - 1) / P M / B
+
+``h`` is calibrated for each synchronous row (each setting) from its own
+unshaped cell, and predicts its shaped cells; the projection uses the
+defaults row's (``sync``).
+
     python benchmarks/cost_calibration.py tta2.json [tta4.json]
 
 Not a test; never imported by the package.
@@ -61,44 +70,63 @@ def _rounds(row):
     return _median([e.get("merges") for e in row["epochs"]]) or 1
 
 
+def round_bytes(name, nodes, model_bytes):
+    """Bytes a round of the synchronous row ``name`` puts through its
+    busiest link, one after the other: the tree's (d + P - 1) models out
+    of its root, or a sharded merge's 2 (P - 1) / P of a model on every
+    link at once."""
+    if "merge=sharded" in name:
+        return 2 * (nodes - 1) / nodes * model_bytes
+    d = math.ceil(math.log2(nodes)) if nodes > 1 else 0
+    return (d + nodes - 1) * model_bytes
+
+
+def _sync_rows(cell):
+    """The synchronous estimator's rows of a cell (defaults and
+    settings)."""
+    return [c for c in cell["contenders"]
+            if c["contender"].split(" ")[0] == "sync"
+            and c.get("floor_epoch_seconds") is not None]
+
+
 def calibrate(report, model_bytes):
-    """``(h, overlap)``: the per-round overhead (s) of the synchronous
-    defaults from the unshaped cell, and DDP's median overlap."""
+    """``(hs, overlap)``: each synchronous row's per-round overhead (s),
+    name -> h, from its unshaped cell, and DDP's median overlap."""
     P = report["nodes"]
-    d = math.ceil(math.log2(P)) if P > 1 else 0
-    h = None
+    hs = {}
     overlaps = []
     for cell in report["cells"]:
         B = cell["link_mbit_per_s"] * 1e6 / 8
-        sync = _contender(cell, "sync")
-        if cell["rate"] == "none" and sync is not None:
-            per_round = (sync["epoch_seconds"] - sync["floor_epoch_seconds"]
-                         ) / _rounds(sync)
-            h = per_round - (d + P - 1) * model_bytes / B
+        for row in _sync_rows(cell) if cell["rate"] == "none" else []:
+            name = row["contender"]
+            per_round = (row["epoch_seconds"] - row["floor_epoch_seconds"]
+                         ) / _rounds(row)
+            hs[name] = per_round - round_bytes(name, P, model_bytes) / B
         best = report_ddp(cell)
         if best is not None and cell["rate"] != "none":
             ring = 2 * (P - 1) / P * model_bytes / B
             hidden = best["nosync_step_seconds"] + ring - best["step_seconds"]
             overlaps.append(min(1.0, max(0.0, hidden / ring)))
-    return h, _median(overlaps)
+    return hs, _median(overlaps)
 
 
 def report_ddp(cell):
     return _contender(cell, f"ddp-{cell.get('ddp_scaling') or 'linear'}")
 
 
-def predict(report, model_bytes, h, overlap):
+def predict(report, model_bytes, hs, overlap):
     """Rows ``(link, contender, measured, predicted)`` of every cell."""
     P = report["nodes"]
-    d = math.ceil(math.log2(P)) if P > 1 else 0
     rows = []
     for cell in report["cells"]:
         B = cell["link_mbit_per_s"] * 1e6 / 8
-        sync = _contender(cell, "sync")
-        if sync is not None and h is not None:
-            guess = sync["floor_epoch_seconds"] + _rounds(sync) * (
-                h + (d + P - 1) * model_bytes / B)
-            rows.append((cell["rate"], "sync epoch", sync["epoch_seconds"],
+        for row in _sync_rows(cell):
+            name = row["contender"]
+            if name not in hs:
+                continue
+            guess = row["floor_epoch_seconds"] + _rounds(row) * (
+                hs[name] + round_bytes(name, P, model_bytes) / B)
+            rows.append((cell["rate"], f"{name} epoch", row["epoch_seconds"],
                          guess))
         best = report_ddp(cell)
         if best is not None and overlap is not None:
@@ -121,18 +149,22 @@ def main(argv=None):
     for path in args.reports:
         with open(path) as f:
             report = json.load(f)
-        h, overlap = calibrate(report, M)
-        hs.append(h)
+        rows_h, overlap = calibrate(report, M)
+        hs.append(rows_h.get("sync"))
         overlaps.append(overlap)
-        print(f"\n{path}: {report['nodes']} nodes; per-round overhead h = "
-              f"{'-' if h is None else f'{h:.3f} s'}; DDP's overlap "
+        print(f"\n{path}: {report['nodes']} nodes; DDP's overlap "
               f"{'-' if overlap is None else f'{overlap:.2f}'}")
-        print(f"  {'link':<9}{'what':<22}{'measured':>10}{'model':>10}"
+        for name, h in rows_h.items():
+            print(f"  per-round overhead h = {h:.3f} s: {name}")
+        rows = predict(report, M, rows_h, overlap)
+        width = max([22] + [len(what) + 2 for _, what, _, _ in rows])
+        print(f"  {'link':<9}{'what':<{width}}{'measured':>10}{'model':>10}"
               f"{'error':>9}")
-        for link, what, measured, guess in predict(report, M, h, overlap):
+        for link, what, measured, guess in rows:
             err = (guess - measured) / measured
-            print(f"  {link:<9}{what:<22}{measured:>10.3f}{guess:>10.3f}"
-                  f"{100 * err:>8.0f}%{'' if abs(err) <= 0.3 else '  MISS'}")
+            print(f"  {link:<9}{what:<{width}}{measured:>10.3f}"
+                  f"{guess:>10.3f}{100 * err:>8.0f}%"
+                  f"{'' if abs(err) <= 0.3 else '  MISS'}")
     h = _median(hs)
     overlap = _median(overlaps)
     if h is None:
