@@ -175,6 +175,13 @@ class SyncStrategy(EpochStrategy):
         if self.shards is not None:
             self.setup.lifetimes.release(self.shards)
             self.shards = None
+        # What the fit carries out is whole: a sharded momentum buffer
+        # is joined (once), and its shards released.
+        whole = self._outer_whole()
+        self.setup.lifetimes.release(
+            [v for v in self.outer.values()
+             if isinstance(v, _sharded.ShardedModel)])
+        self.outer, self.joined = whole, {}
         return model
 
     def checkpoint_parts(self):

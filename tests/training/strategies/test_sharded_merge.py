@@ -154,6 +154,30 @@ def test_resume_and_warm_start_continue_a_sharded_fit_exactly(local,
             assert torch.equal(whole.strategy_state_["velocity"][key], value)
 
 
+def test_the_sharded_momentum_buffer_is_released_once_joined(local,
+                                                            monkeypatch):
+    # Every round's buffer shards are released, the last ones once the
+    # fit has joined them for what it carries out.
+    from dislib_nn.training.strategies import _lifetimes, _sync
+    released, made = set(), []
+    delete = _lifetimes.delete_object
+    monkeypatch.setattr(_lifetimes, "delete_object",
+                        lambda obj: (released.add(id(obj)), delete(obj)))
+    stepped = _sync._sharded.submit_sharded_merge_stepped
+
+    def recorded(*args, **kwargs):
+        model, velocity = stepped(*args, **kwargs)
+        made.extend(velocity)
+        return model, velocity
+    monkeypatch.setattr(_sync._sharded, "submit_sharded_merge_stepped",
+                        recorded)
+    X, y = _classification()
+    fitted = _fit("sharded", X, y, outer_lr=0.8, outer_momentum=0.5)
+    assert len(made) == 3 * 3
+    assert all(id(v) in released for v in made)
+    assert set(fitted.strategy_state_) == {"velocity"}
+
+
 def test_the_momentum_step_is_taken_on_the_shards(local, monkeypatch):
     # No join and no separate step a round: each shard's merge takes
     # FedAvgM's step on its slice; the fitted model is joined once.
