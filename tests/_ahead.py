@@ -16,6 +16,9 @@ import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+#: The name prefix of the threads that start and wait for the runs.
+THREAD_PREFIX = "run-ahead"
+
 
 def default_jobs():
     """Runs at once: one per core, at least 2 and at most 4."""
@@ -31,7 +34,10 @@ class RunAhead:
     """
 
     def __init__(self, jobs=None, timeout=600):
-        self._pool = ThreadPoolExecutor(max_workers=jobs or default_jobs())
+        # Named: a test that counts this process's reads leaves out the
+        # pipes these threads read (tests/data/test_loaders.py).
+        self._pool = ThreadPoolExecutor(max_workers=jobs or default_jobs(),
+                                        thread_name_prefix=THREAD_PREFIX)
         self._timeout = timeout
         self._futures = {}
         self._running = set()

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 
-from tests._ahead import RunAhead
+from tests._ahead import THREAD_PREFIX, RunAhead
 from tests._compss_sources import EMULATOR, needs_emulator  # noqa: F401
 
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps")
@@ -112,6 +112,7 @@ def start_ahead():
             # The kept folders of the concurrent runs, removed at the end.
             _ahead["tmp"] = tempfile.mkdtemp(prefix="dislib_nn_emulated_")
             _ahead["thread"] = threading.Thread(target=_start_ahead,
+                                                name=f"{THREAD_PREFIX}-start",
                                                 daemon=True)
             _ahead["thread"].start()
 

@@ -6,6 +6,7 @@ import os
 import pickle
 import shutil
 import sys
+import threading
 import uuid
 
 import numpy as np
@@ -18,6 +19,7 @@ from dislib_nn import runtime
 from dislib_nn.exceptions import (DataFileError, DtypeError,
                                   InvalidParameterError,
                                   MissingDependencyError, ShapeError)
+from tests._ahead import THREAD_PREFIX
 from tests.training._models import Classifier
 
 # Both are in the test extra; without them the loaders cannot be tested.
@@ -197,9 +199,24 @@ def test_default_blocks_split_chunks_when_too_few(backend, tmp_path):
 
 # ------------------------------------------- what the master reads
 def _bytes_read():
-    with open("/proc/self/io") as f:
-        return int(next(line for line in f
-                        if line.startswith("rchar")).split()[1])
+    """What this process's threads have read (``rchar``), but the
+    suite's own background runs' threads (tests/_ahead.py), which read
+    the output pipes of the scripts that run beside the tests. A thread
+    that has ended is no longer counted: this test's reads are in the
+    main thread and the local pool's long-lived ones."""
+    skip = {t.native_id for t in threading.enumerate()
+            if t.name.startswith(THREAD_PREFIX)}
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) in skip:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/io") as f:
+                total += int(next(line for line in f
+                                  if line.startswith("rchar")).split()[1])
+        except FileNotFoundError:       # the thread has ended
+            continue
+    return total
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/io"),
