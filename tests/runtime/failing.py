@@ -4,6 +4,7 @@ A call counter lives in a file, so that it counts executions in any
 process (local workers, the sequential backend, a COMPSs executor).
 """
 
+import fcntl
 import os
 import signal
 
@@ -11,10 +12,18 @@ from dislib_nn.runtime import COMMUTATIVE, INOUT, on_failure, task
 
 
 def count_call(path):
-    """Add one to the counter in ``path``; return the new count."""
-    count = calls(path) + 1
-    with open(path, "w") as f:
-        f.write(str(count))
+    """Add one to the counter in ``path``; return the new count.
+
+    Calls running at once in several processes take turns on a lock
+    file, and the count is written aside and renamed into place, so a
+    reader never sees a half-written counter.
+    """
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        count = calls(path) + 1
+        with open(path + ".tmp", "w") as f:
+            f.write(str(count))
+        os.replace(path + ".tmp", path)
     return count
 
 
