@@ -15,6 +15,7 @@ import inspect
 import torch
 
 from dislib_nn.runtime import by_value
+from dislib_nn.training._skeleton import Skeleton, flesh_out, skeleton
 from dislib_nn.training.callbacks._schedule import is_scheduler_class
 
 __all__ = ["PREFIXES", "Components", "split_prefixed", "check_keywords",
@@ -78,9 +79,34 @@ class Components:
             self.__dict__["_wire"] = by_value(state)
         return (_rebuild, (self.__dict__["_wire"],))
 
-    def build_module(self):
-        """A new module (random weights, or a copy of the given instance)."""
-        return _build("module", self.module, self.module_kwargs)
+    def for_tasks(self):
+        """This recipe as tasks receive it, which load a model state into
+        the module they build: a module instance travels as a
+        :class:`~._skeleton.Skeleton`, without the weights the state
+        brings (a few KB where the instance is MBs)."""
+        if not isinstance(self.module, torch.nn.Module):
+            return self
+        return Components(skeleton(self.module), {}, self.criterion,
+                          self.criterion_kwargs, self.optimizer,
+                          self.optimizer_kwargs, self.outer_optimizer,
+                          self.outer_optimizer_kwargs)
+
+    def build_module(self, state=None):
+        """A new module: random weights, or a copy of the given instance;
+        with ``state`` (a state dict) loaded when given, which a recipe
+        from :meth:`for_tasks` needs."""
+        if isinstance(self.module, Skeleton):
+            if state is None:
+                raise RuntimeError(
+                    "a task's recipe holds the module without its weights "
+                    "(Components.for_tasks): build_module needs the model "
+                    "state to load.")
+            module = flesh_out(self.module)
+        else:
+            module = _build("module", self.module, self.module_kwargs)
+        if state is not None:
+            module.load_state_dict(state)
+        return module
 
     def build_criterion(self):
         return _build("criterion", self.criterion, self.criterion_kwargs)

@@ -53,6 +53,26 @@ class Broken(nn.Module):
         raise ValueError("forward exploded on purpose")
 
 
+class TiedScaled(nn.Module):
+    """Two square layers sharing one weight (tied), with a non-persistent
+    buffer (a fixed input scale the state dict does not hold) and a
+    persistent one."""
+
+    def __init__(self, n_features_in=4, scale=1.0):
+        super().__init__()
+        self.down = nn.Linear(n_features_in, n_features_in)
+        self.up = nn.Linear(n_features_in, n_features_in)
+        self.up.weight = self.down.weight
+        self.head = nn.Linear(n_features_in, 1)
+        self.register_buffer("scale", torch.full((n_features_in,), scale),
+                             persistent=False)
+        self.register_buffer("shift", torch.zeros(n_features_in))
+
+    def forward(self, x):
+        h = torch.relu(self.down(x * self.scale + self.shift))
+        return self.head(torch.relu(self.up(h)))
+
+
 class WithDropout(nn.Module):
     def __init__(self, n_features_in=4, n_outputs=1):
         super().__init__()

@@ -116,17 +116,18 @@ class FitSetup:
     Attributes
     ----------
     task_components : Future
-        ``components`` as tasks take it: a future the runtime holds
-        (:mod:`dislib_nn.training.tasks._held`).
+        ``components`` as tasks take it (``components.for_tasks()``: a
+        module instance without its weights), a future the runtime
+        holds (:mod:`dislib_nn.training.tasks._held`).
     """
 
     def __init__(self, components, data, state, carried, params, output,
                  param_keys, lifetimes, train_task, clock):
         self.components = components
-        # What tasks receive: the recipe held by the runtime, so that a
-        # module instance's weights reach each worker once, not with
-        # every task.
-        self.task_components = held(components)
+        # What tasks receive: the recipe without a module instance's
+        # weights (each task loads a state), held by the runtime, so
+        # that it reaches each worker once, not with every task.
+        self.task_components = held(components.for_tasks())
         self.data = data
         self.state = state
         self.carried = carried

@@ -115,8 +115,7 @@ def statistics(components, state, x_blocks, batch_size, output, device,
     size_threads()
     dev = resolve_device(device)
     torch.manual_seed(seed)
-    model = components.build_module()
-    model.load_state_dict(state)
+    model = components.build_module(state)
     model.to(dev)
     model.train()
     layers = [(name, m) for name, m in model.named_modules() if _tracks(m)]

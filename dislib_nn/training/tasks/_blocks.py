@@ -120,9 +120,7 @@ def _block_stats(components, state, x_block, y_block, output, with_loss,
 def _model(components, state, device):
     size_threads()
     dev = resolve_device(device)
-    module = components.build_module()
-    if state is not None:
-        module.load_state_dict(state)
+    module = components.build_module(state)
     return module.to(dev), dev
 
 

@@ -233,8 +233,7 @@ def _attempt(components, state, optim_state, x_blocks, y_blocks, settings,
     """One run of the epoch: state, optimizer state, rows, loss sum and
     whether all of them are finite."""
     torch.manual_seed(_share_seed(settings))
-    model = components.build_module()
-    model.load_state_dict(state)
+    model = components.build_module(state)
     model.to(device)
     model.train()
     criterion = components.build_criterion().to(device)
