@@ -21,8 +21,9 @@ from dislib_nn.training._components import Components
 from dislib_nn.training._fit_data import feature_names
 from dislib_nn.training._scoring import scorer_callable, scorer_of
 from dislib_nn.training.tasks import _blocks
+from dislib_nn.training.tasks._held import held
 from dislib_nn.training.tasks._sharded import ShardedModel
-from dislib_nn.training.tasks._torch_loop import forward_batches
+from dislib_nn.training.tasks._torch_loop import forward_batches, to_cpu
 
 __all__ = ["PredictMixin"]
 
@@ -79,12 +80,19 @@ class PredictMixin:
                     f"predict_proba(X) and classes_, or pass X as an "
                     f"array.")
         sample_shape, dtype = self._output_spec(what, classes)
-        components = Components(self.module_, {}, None, {}, None, {})
+        components, state = self._fitted_for_tasks()
         blocks = [_blocks._predict_block(
-            components, None, b, self._output, what, self._predict_batch(),
+            components, state, b, self._output, what, self._predict_batch(),
             str(self.device), classes) for b in X.blocks]
         return DsTensor(blocks, X.block_sizes, sample_shape, dtype,
                         owned=True)
+
+    def _fitted_for_tasks(self):
+        """The fitted module as block tasks take it: a recipe without
+        its weights and its state, held by the runtime, so that the
+        weights leave the master once however many blocks X has."""
+        recipe = Components(self.module_, {}, None, {}, None, {})
+        return recipe.for_tasks(), held(to_cpu(self.module_.state_dict()))
 
     def _output_spec(self, what, classes):
         """Sample shape and dtype of predictions, from a 1-sample forward."""
@@ -141,10 +149,10 @@ class PredictMixin:
         x = _inputs.as_ds_tensor(X, block_sizes=sizes)
         y, classes = self._targets.score_labels(self, y)
         y = _inputs.as_ds_tensor(y, block_sizes=sizes)
-        components = Components(self.module_, {}, None, {}, None, {})
+        components, state = self._fitted_for_tasks()
         scorer = scorer_of(self)
         stats = runtime.wait_on(self._submit_scores(
-            components, None, x, y, classes, with_loss=False,
+            components, state, x, y, classes, with_loss=False,
             wants=scorer.wants))
         return scorer(_metrics.combine_all(stats))
 

@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+import dislib_nn.data as dnn
 from dislib_nn import SyncEpochAveragingRegressor
+from dislib_nn.runtime._engine import Engine
 from dislib_nn.training._components import Components
-from dislib_nn.training._skeleton import flesh_out, skeleton
+from dislib_nn.training._skeleton import Skeleton, flesh_out, skeleton
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
 
@@ -109,3 +111,36 @@ def test_a_fit_of_an_instance_with_a_non_persistent_buffer_and_tied_weights(
                                    epochs=3, batch_size=8, lr=0.05)
     ref.assert_same_model(est.module_, expected, atol=2e-5, rtol=1e-4)
     assert torch.equal(est.module_.scale, torch.full((4,), 0.25))
+
+
+def test_predict_and_score_send_the_weights_once_however_many_blocks(
+        monkeypatch):
+    # Each block task takes the weightless recipe and one held state.
+    use_backend("local")
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 4)).astype(np.float32)
+    y = X[:, 0].astype(np.float32)
+    est = SyncEpochAveragingRegressor(module=_models.MLP, n_workers=2,
+                                      n_epochs=1, batch_size=8)
+    est.fit(X, y)
+    submitted = []
+    submit = Engine.submit
+
+    def record(engine, task_fn, args, kwargs):
+        submitted.append((task_fn.__qualname__, args))
+        return submit(engine, task_fn, args, kwargs)
+    monkeypatch.setattr(Engine, "submit", record)
+    x, yd = dnn.from_array(X, n_blocks=4), dnn.from_array(y, n_blocks=4)
+    predicted = est.predict(x).collect()
+    score = est.score(x, yd)
+    monkeypatch.undo()
+    names = [name for name, _ in submitted]
+    assert names.count("_held") == 2                  # one per call
+    blocks = [args for name, args in submitted
+              if name in ("_predict_block", "_score_block")]
+    assert len(blocks) == 8
+    assert all(isinstance(args[0].module, Skeleton) for args in blocks)
+    with torch.no_grad():
+        expected = est.module_(torch.from_numpy(X))[:, 0]
+    torch.testing.assert_close(torch.as_tensor(predicted), expected)
+    assert score == pytest.approx(est.score(X, y), abs=1e-6)
