@@ -76,7 +76,12 @@ class RunAhead:
             stdout, stderr = process.communicate(timeout=self._timeout)
         except subprocess.TimeoutExpired:
             _end(process)
-            process.communicate()
+            try:
+                # Bounded: a process the run started in a session of its
+                # own may still hold the pipes open.
+                process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
             raise
         finally:
             with self._lock:
