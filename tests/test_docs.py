@@ -3,15 +3,15 @@
 Each block is a complete script, run in an empty folder, and must end
 without an error (or exit with status 0). A block about the runtime
 itself (it names ``runtime``, ``set_backend``, dask, a ``DISLIB_NN_``
-variable, processes, the environment or Zarr: :data:`OWN_PROCESS`) runs as
-``python block.py`` in a fresh process, with the repository root on
-``PYTHONPATH``; those processes are started ahead of their tests, a few
-at a time (tests/_ahead.py), since most of a block's time is start-up
-on one core. Every other block runs in this process as ``__main__``
-(``runpy``), on the ``sequential`` backend, whose rules are the local
-backend's: what it defines travels by value, as from a script. Pages
-are found when the suite is collected, so a new page under docs/ is
-tested without being listed here.
+variable, processes or the environment) or one that reads Zarr
+(:data:`OWN_PROCESS`) runs as ``python block.py`` in a fresh process,
+with the repository root on ``PYTHONPATH``; those processes are started
+ahead of their tests, a few at a time (tests/_ahead.py), since most of a
+block's time is start-up on one core. Every other block runs in this
+process as ``__main__`` (``runpy``), on the ``sequential`` backend, whose
+rules are the local backend's: what it defines travels by value, as from
+a script. Pages are found when the suite is collected, so a new page
+under docs/ is tested without being listed here.
 """
 
 import glob
@@ -46,11 +46,11 @@ def _blocks():
 
 
 BLOCKS = _blocks()
-#: What makes a block one about the runtime, run in a fresh process. A
-#: block that reads Zarr runs there too: zarr keeps one event loop in a
-#: thread for the whole process, and twice in CI the docs/data.md block,
-#: run here after some 1,200 other tests, waited on that loop for good
-#: (never seen outside CI; in a fresh process it has nothing to inherit).
+#: What makes a block run in a fresh process: the runtime, or Zarr, which
+#: keeps one event loop in a thread for the whole process; twice in CI
+#: the docs/data.md block, run here after some 1,200 other tests, waited
+#: on that loop for good (never seen outside CI; in a fresh process it has
+#: nothing to inherit).
 OWN_PROCESS = re.compile(r"\bruntime\b|set_backend|DISLIB_NN_|dask|Client\(|"
                          r"multiprocessing|subprocess|os\.environ|sys\.argv|"
                          r"\bzarr\b")
