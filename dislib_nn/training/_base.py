@@ -34,10 +34,10 @@ from dislib_nn.training import (_checkpoint_lock, _fitted, _input_dtype,
                                 _resume, _seeds)
 from dislib_nn.training._adaptive import plan as adaptive_plan
 from dislib_nn.training._adaptive import sync_every_at
+from dislib_nn.training._component_args import (inferable_arguments,
+                                                split_prefixed)
 from dislib_nn.training._components import (Components, check_step,
-                                            first_float_dtype,
-                                            inferable_arguments,
-                                            split_prefixed)
+                                            first_float_dtype)
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
 from dislib_nn.training._input_checks import check_rows

@@ -25,8 +25,10 @@ import torch
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training import _param_validation as p
 from dislib_nn.training._adaptive import LR_SCALINGS
-from dislib_nn.training._components import (PREFIXES, check_arguments,
-                                            check_keywords, split_prefixed)
+from dislib_nn.training._component_args import (PREFIXES,
+                                                check_arguments,
+                                                check_keywords,
+                                                split_prefixed)
 from dislib_nn.training._scoring import ScoringSpec, check_scoring
 from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
                                                  check_callbacks,

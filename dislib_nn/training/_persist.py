@@ -37,8 +37,8 @@ import torch
 
 from dislib_nn.exceptions import NotFittedError, ShapeError, UnsafeFileError
 from dislib_nn.training import _atomic_file, _fitted, _input_dtype, _plain
-from dislib_nn.training._components import (first_float_dtype,
-                                            inferable_arguments, materialize)
+from dislib_nn.training._component_args import inferable_arguments
+from dislib_nn.training._components import first_float_dtype, materialize
 from dislib_nn.training._several_inputs import InputLayout, \
     materialize_several
 
