@@ -47,6 +47,7 @@ __all__ = [
     "blocks_share_memory", "uses_pycompss",
     "task_threads", "task_cuda_devices", "gpus_per_task", "tasks_see_gpus",
     "CPU_TASK", "GPU_TASK", "shutdown", "time_out", "is_time_out",
+    "placed",
 ]
 
 _BACKENDS = _environment.BACKENDS
@@ -77,6 +78,7 @@ from dislib_nn.runtime import _compss_task  # noqa: E402
 from dislib_nn.runtime import _engine  # noqa: E402
 from dislib_nn.runtime._by_value import by_value  # noqa: E402,F401
 from dislib_nn.runtime._future import Future as _Future  # noqa: E402
+from dislib_nn.runtime._placement import placed  # noqa: E402,F401
 from dislib_nn.runtime._time_out import (  # noqa: E402,F401
     is_time_out, time_out)
 

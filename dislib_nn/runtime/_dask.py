@@ -9,10 +9,11 @@ Data stays where it was made: a task's outputs stay, pickled, in the
 memory of the worker that ran it, as dask futures; a later task that
 reads them names those futures as its arguments, so dask's scheduler
 places it on the worker holding most of its inputs and moves the rest
-between workers directly. The master fetches a value only for
-``wait_on``. Outputs stay pickled on the workers, so every task rebuilds
-a private copy of its inputs, as under COMPSs, even when it runs where
-they were made.
+between workers directly; a task called inside ``runtime.placed(k)``
+prefers the ``k``-th worker by address (:mod:`._placement`). The master
+fetches a value only for ``wait_on``. Outputs stay pickled on the
+workers, so every task rebuilds a private copy of its inputs, as under
+COMPSs, even when it runs where they were made.
 
 A task's status (it finished, or raised) reaches the master with the
 dask future's own state: a task that raised carries its error as data in
@@ -28,6 +29,7 @@ in a helper process of its dask worker, killed at the deadline
 import itertools
 import operator
 import threading
+import time
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
 from dislib_nn.runtime import _dask_timed, _execute, _serialize
@@ -37,6 +39,9 @@ from dislib_nn.runtime._by_value import by_value
 # scatter, straight, instead of inside the task's message (which dask
 # relays through its scheduler).
 SCATTER_MIN_BYTES = 1 << 20
+# How long the workers' addresses that runtime.placed() maps node
+# indices to are used before the scheduler is asked again.
+ADDRESSES_TTL_S = 10.0
 
 _OK = _serialize.dumps(("ok",))
 
@@ -107,6 +112,8 @@ class DaskExecutor:
         self._outputs = {}
         self._lock = threading.Lock()
         self._keys = itertools.count()
+        # The workers' addresses, sorted, and when they were read.
+        self._addresses, self._addresses_at = [], None
 
     # ------------------------------------------------------- the cluster
     @property
@@ -137,6 +144,7 @@ class DaskExecutor:
             n_outputs = len(node.targets)
             keep_status = node.task is not None and \
                 node.task.spec.on_failure == "IGNORE"
+            home = self._home(client, node)
             future = client.submit(
                 run_remote, self._send(client, header),
                 self._send(client, args),
@@ -144,7 +152,8 @@ class DaskExecutor:
                 keep_status, node.time_out,
                 key=f"{node.name}-{next(self._keys)}",
                 resources=self._resources(node), pure=False,
-                priority=self._priority(node))
+                priority=self._priority(node), workers=home,
+                allow_other_workers=home is not None)
             parts = self._parts(client, node, future, n_outputs, keep_status)
         except Exception as exc:  # noqa: BLE001 - the cluster's own errors
             self.engine.fail(node, exc, retryable=False)
@@ -170,6 +179,22 @@ class DaskExecutor:
         return [client.submit(operator.getitem, future, i, pure=False,
                               priority=self._priority(node))
                 for i in range(n_outputs + keep_status)]
+
+    def _home(self, client, node):
+        """The worker ``runtime.placed()`` named for ``node``, as dask's
+        ``workers=``: the node index modulo the workers, by address;
+        None for a node placed nowhere."""
+        if node.home is None:
+            return None
+        now = time.monotonic()
+        if self._addresses_at is None or \
+                now - self._addresses_at > ADDRESSES_TTL_S:
+            info = client.scheduler_info(n_workers=-1)
+            self._addresses = sorted(info.get("workers", {}))
+            self._addresses_at = now
+        if not self._addresses:
+            return None
+        return [self._addresses[node.home % len(self._addresses)]]
 
     def _send(self, client, payload):
         if isinstance(payload, Remote):

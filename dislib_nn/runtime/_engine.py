@@ -27,7 +27,7 @@ import warnings
 
 from dislib_nn.exceptions import (BackendError, TaskCancelledError,
                                   TaskError, TaskFailureWarning)
-from dislib_nn.runtime import _serialize, _time_out
+from dislib_nn.runtime import _placement, _serialize, _time_out
 from dislib_nn.runtime._future import (_DONE, _FAILED, _PENDING, Failure,
                                        Future)
 from dislib_nn.runtime._plan import _Group, _Plan, _dump_arguments
@@ -99,6 +99,7 @@ class Engine:
                 args_payload)
             node.seq = next(self._ids)
             node.time_out = time_out
+            node.home = _placement.current()
             self._nodes[node] = [spec.on_failure, 0]
             self._running += 1
             self._schedule(node)

@@ -46,7 +46,7 @@ class _Group:
 class _Node:
     __slots__ = ("name", "task", "header", "args", "deps", "waits",
                  "targets", "groups", "pending", "seq", "priority",
-                 "time_out")
+                 "time_out", "home")
 
     def __init__(self, name, task=None, priority=False):
         self.name = name
@@ -61,6 +61,7 @@ class _Node:
         self.groups = []
         self.pending = 0
         self.time_out = None    # seconds, set by the engine
+        self.home = None     # runtime.placed()'s node index, or None
 
 
 class _Plan:

@@ -80,6 +80,56 @@ def test_blocks_stay_on_the_workers_that_made_them(cluster):
         use_backend("local")
 
 
+def test_placed_tasks_run_on_the_worker_they_name(cluster):
+    # Node k is the k-th worker by address, k modulo the workers; given
+    # in the opposite order to dask's own first choice.
+    cluster, client = cluster
+    runtime.set_backend("dask", address=cluster.scheduler_address)
+    try:
+        pids = []
+        for k in (1, 0, 3, 2):
+            with runtime.placed(k):
+                pids.append(tasks.worker_pid())
+        pids = wait_on(pids)
+        by_address = client.run(os.getpid)
+        first, second = (by_address[a] for a in sorted(by_address))
+        assert pids == [second, first, second, first]
+    finally:
+        use_backend("local")
+
+
+def test_each_replica_trains_on_its_own_worker_every_round(cluster):
+    # Replica j's training tasks are placed on the j-th worker: the
+    # training tasks a round submits, in their order (the dask keys
+    # count submissions), run on the workers in address order.
+    import numpy as np
+    import torch
+
+    import dislib_nn
+    cluster, client = cluster
+    runtime.set_backend("dask", address=cluster.scheduler_address)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, 8)).astype("float32")
+    y = (X[:, 0] > 0).astype(int)
+    try:
+        with distributed.get_task_stream(client=client) as stream:
+            dislib_nn.SyncEpochAveragingClassifier(
+                module=torch.nn.Linear(8, 2), n_workers=2, n_epochs=3,
+                batch_size=32, random_state=0).fit(X, y)
+    finally:
+        use_backend("local")
+    ran = [worker for _, worker in sorted(
+        (int(r["key"].rsplit("-", 1)[1]), r["worker"])
+        for r in stream.data if r["key"].startswith("_train_epoch"))]
+    workers = sorted(client.run(os.getpid))
+    # The first round's may be swapped: while the tasks' durations are
+    # unknown, dask's work stealing may move a task whose worker is busy
+    # (the placement is a preference, so that a lost worker loses no
+    # task); from then on each replica's state is where it is placed.
+    assert sorted(ran[:2]) == workers
+    assert ran[2:] == workers * 2
+
+
 def test_gpu_tasks_run_only_on_workers_that_advertise_a_gpu():
     scheduler = distributed.LocalCluster(n_workers=0, processes=True,
                                          dashboard_address=None)

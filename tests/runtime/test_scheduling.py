@@ -7,7 +7,7 @@ import time
 import pytest
 
 from dislib_nn import runtime
-from dislib_nn.exceptions import TaskDefinitionError
+from dislib_nn.exceptions import InvalidParameterError, TaskDefinitionError
 from dislib_nn.runtime import wait_on
 from tests.conftest import use_backend
 from tests.runtime import tasks
@@ -88,3 +88,23 @@ def test_priority_must_be_a_bool(value):
         @runtime.task(returns=1, priority=value)
         def anything(x):
             return x
+
+
+@pytest.mark.parametrize("node", [-1, 1.5, True, "0"])
+def test_placed_takes_a_node_index(node):
+    with pytest.raises(InvalidParameterError, match=(
+            rf"runtime.placed\(\) takes a node index, an int >= 0, or "
+            rf"None; got node={re.escape(repr(node))}")):
+        with runtime.placed(node):
+            pass
+
+
+def test_placed_blocks_nest_and_change_nothing_on_one_machine():
+    from dislib_nn.runtime import _placement
+    with runtime.placed(3):
+        with runtime.placed(1):
+            inner = _placement.current()
+            added = tasks.add(1, 2)
+        outer = _placement.current()
+    assert (inner, outer, _placement.current()) == (1, 3, None)
+    assert wait_on(added) == 3

@@ -8,6 +8,7 @@ and lives here (reading what they reported is
 :meth:`~._interface.EpochStrategy.read`'s).
 """
 
+from dislib_nn import runtime
 from dislib_nn.training.tasks._sharded import ShardedModel
 
 __all__ = ["Trained", "submit_training"]
@@ -87,8 +88,11 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
             base = (merge_from[w],)
         # A task's state is a list: one state dict, or a model's shards.
         parts = list(state) if isinstance(state, ShardedModel) else [state]
-        out = setup.train_task(setup.task_components, parts, optim,
-                               x_blocks, y_blocks, settings, *base)
+        # Replica w trains on node w every round: its optimizer state,
+        # blocks and shard stay there.
+        with runtime.placed(w):
+            out = setup.train_task(setup.task_components, parts, optim,
+                                   x_blocks, y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):
             results.append(value)
     if reset and ends_epoch:
