@@ -144,7 +144,7 @@ class DaskExecutor:
             n_outputs = len(node.targets)
             keep_status = node.task is not None and \
                 node.task.spec.on_failure == "IGNORE"
-            home = self._home(client, node)
+            home = self._home(node)
             future = client.submit(
                 run_remote, self._send(client, header),
                 self._send(client, args),
@@ -180,7 +180,7 @@ class DaskExecutor:
                               priority=self._priority(node))
                 for i in range(n_outputs + keep_status)]
 
-    def _home(self, client, node):
+    def _home(self, node):
         """The worker ``runtime.placed()`` named for ``node``, as dask's
         ``workers=``: the node index modulo the workers, by address;
         None for a node placed nowhere."""
@@ -189,8 +189,7 @@ class DaskExecutor:
         now = time.monotonic()
         if self._addresses_at is None or \
                 now - self._addresses_at > ADDRESSES_TTL_S:
-            info = client.scheduler_info(n_workers=-1)
-            self._addresses = sorted(info.get("workers", {}))
+            self._addresses = self.connection.worker_addresses()
             self._addresses_at = now
         if not self._addresses:
             return None

@@ -151,6 +151,10 @@ class Connection:
         info = self.client().nthreads()
         return max(1, sum(info.values()))
 
+    def worker_addresses(self):
+        """The workers' addresses, sorted: ``runtime.placed``'s nodes."""
+        return sorted(self.client().nthreads())
+
     def has_gpus(self):
         """Whether some worker advertises a ``GPU`` resource."""
         info = self.client().scheduler_info(n_workers=-1)

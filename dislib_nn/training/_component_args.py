@@ -12,7 +12,7 @@ import inspect
 
 import torch
 
-from dislib_nn.training._components import name_of as _name
+from dislib_nn.training._components import name_of
 from dislib_nn.training.callbacks._schedule import is_scheduler_class
 
 __all__ = ["PREFIXES", "INFERRED", "split_prefixed", "check_keywords",
@@ -144,7 +144,7 @@ def check_arguments(specs, prefixed, caller, error):
                      if accepted else "it takes no arguments")
             raise error(
                 f"{caller} got {prefix}__{arg}={_short(kwargs[arg])}, an "
-                f"unknown parameter: {prefix} {_name(spec)} takes no "
+                f"unknown parameter: {prefix} {name_of(spec)} takes no "
                 f"argument {arg!r}; {takes}.{hint}")
 
 
