@@ -47,7 +47,7 @@ __all__ = [
     "blocks_share_memory", "uses_pycompss",
     "task_threads", "task_cuda_devices", "gpus_per_task", "tasks_see_gpus",
     "CPU_TASK", "GPU_TASK", "shutdown", "time_out", "is_time_out",
-    "placed",
+    "placed", "count_tasks",
 ]
 
 _BACKENDS = _environment.BACKENDS
@@ -79,6 +79,7 @@ from dislib_nn.runtime import _engine  # noqa: E402
 from dislib_nn.runtime._by_value import by_value  # noqa: E402,F401
 from dislib_nn.runtime._future import Future as _Future  # noqa: E402
 from dislib_nn.runtime._placement import placed  # noqa: E402,F401
+from dislib_nn.runtime import _task_counts  # noqa: E402
 from dislib_nn.runtime._time_out import (  # noqa: E402,F401
     is_time_out, time_out)
 
@@ -352,6 +353,23 @@ def blocks_share_memory():
     """Whether every task runs on this machine, so that any task can read
     any block without a transfer (the local and sequential backends)."""
     return _backend() in ("local", "sequential")
+
+
+def count_tasks():
+    """Count the tasks submitted while a ``with`` block runs, by name.
+
+    ``with runtime.count_tasks() as counts: est.fit(X, y)`` leaves in
+    ``counts`` (a :class:`collections.Counter`) how many tasks of each
+    function the fit submitted. Under COMPSs the runtime keeps the task
+    graph (``runcompss --graph``), so this raises
+    :class:`~dislib_nn.exceptions.BackendError`.
+    """
+    if _BACKEND == "compss":
+        raise BackendError(
+            "runtime.count_tasks() counts the tasks of the local, "
+            "sequential and dask backends; under runcompss the task graph "
+            "is COMPSs's own: run with --graph (or --tracing) to see it.")
+    return _task_counts.count_tasks()
 
 
 def uses_pycompss():

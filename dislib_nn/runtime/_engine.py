@@ -27,7 +27,8 @@ import warnings
 
 from dislib_nn.exceptions import (BackendError, TaskCancelledError,
                                   TaskError, TaskFailureWarning)
-from dislib_nn.runtime import _placement, _serialize, _time_out
+from dislib_nn.runtime import (_placement, _serialize, _task_counts,
+                               _time_out)
 from dislib_nn.runtime._future import (_DONE, _FAILED, _PENDING, Failure,
                                        Future)
 from dislib_nn.runtime._plan import _Group, _Plan, _dump_arguments
@@ -103,6 +104,7 @@ class Engine:
             self._nodes[node] = [spec.on_failure, 0]
             self._running += 1
             self._schedule(node)
+        _task_counts.note_submitted(spec.name)
         return plan.returned
 
     def _schedule(self, node):

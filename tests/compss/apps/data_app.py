@@ -112,7 +112,20 @@ def api_report():
             is pt.task(returns=1)(probe).__code__,
             "constraint": runtime.constraint is pc.constraint,
             "directions": COLLECTION_IN is pp.COLLECTION_IN
-            and COMMUTATIVE is pp.COMMUTATIVE and Type is pp.Type}
+            and COMMUTATIVE is pp.COMMUTATIVE and Type is pp.Type,
+            "count_tasks": _count_tasks_refused()}
+
+
+def _count_tasks_refused():
+    """What runtime.count_tasks() raises under COMPSs, which keeps the
+    task graph itself: the error's message, or None if it raised none."""
+    from dislib_nn.exceptions import BackendError
+    try:
+        with runtime.count_tasks():
+            pass
+    except BackendError as exc:
+        return str(exc)
+    return None
 
 
 def held_results():

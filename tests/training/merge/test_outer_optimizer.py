@@ -19,12 +19,12 @@ from dislib_nn import (AsyncEpochAveragingRegressor,
                        SyncEpochAveragingClassifier,
                        SyncEpochAveragingRegressor)
 from dislib_nn.exceptions import InvalidParameterError
+from dislib_nn import runtime
 from dislib_nn.runtime import barrier
 from dislib_nn.training.merge import _outer
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
 from tests.training._faults import Recorder
-from tests.training._task_counts import count_submitted
 
 ATOL = 2e-5
 DILOCO = {"outer_optimizer": torch.optim.SGD, "outer_optimizer__lr": 0.7,
@@ -268,17 +268,17 @@ def test_bad_outer_optimizer_arguments_are_named_before_any_task(
     DILOCO,
     dict(DILOCO, optimizer_state="average")], ids=["momentum", "optimizer",
                                                   "averaged-optimizers"])
-def test_the_merge_trees_root_takes_the_outer_step(monkeypatch, outer):
+def test_the_merge_trees_root_takes_the_outer_step(outer):
     """One task a round fewer: the root of the tree takes the outer step
     (the tests above compare the model it gives with one computed by
     hand)."""
-    calls = count_submitted(monkeypatch)
     X, y = _regression()
     use_backend("sequential")
     try:
-        SyncEpochAveragingRegressor(
-            module=_init(), n_workers=3, shuffle="none", n_epochs=3,
-            batch_size=16, lr=0.05, **outer).fit(X, y)
+        with runtime.count_tasks() as calls:
+            SyncEpochAveragingRegressor(
+                module=_init(), n_workers=3, shuffle="none", n_epochs=3,
+                batch_size=16, lr=0.05, **outer).fit(X, y)
     finally:
         use_backend("local")
     # 3 replicas: one pair below the root, then the root, each round.

@@ -12,12 +12,11 @@ from sklearn.datasets import make_classification, make_regression
 from dislib_nn import (AsyncEpochAveragingClassifier,
                        AsyncEpochAveragingRegressor,
                        SyncEpochAveragingClassifier,
-                       SyncEpochAveragingRegressor)
+                       SyncEpochAveragingRegressor, runtime)
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training.merge import _stale as sm
 from tests.conftest import use_backend
 from tests.training import _models, _reference as ref
-from tests.training._task_counts import count_submitted
 
 ATOL = 1e-5
 # Accuracy on the 150 training rows against plain PyTorch trained the
@@ -186,20 +185,20 @@ def test_every_lag_releases_only_what_is_consumed(max_lag, optimizer_state):
     # Each worker's start picked from the 3 merges of the round before
     # (from the third round on), and a fresh copy from every merge.
     (1, {"_freshest": 3 * 4, "_fold": 18})])
-def test_what_each_lag_reads_to_start_a_round(monkeypatch, max_lag, reads):
+def test_what_each_lag_reads_to_start_a_round(max_lag, reads):
     """3 workers, 3 epochs of two rounds each (6 rounds, 18 merges). With
     no lag a round costs one task, which folds its replicas and returns
     the next start (2P models moved, not one task reading every
     worker's merge per worker, P * P), and the model is still the
     synchronous one."""
-    calls = count_submitted(monkeypatch)
     X, y = _classification()
     params = dict(module=_models.Classifier, n_workers=3, n_epochs=3,
                   batch_size=16, lr=0.05, sync_every=0.5, random_state=0)
     use_backend("sequential")
     try:
-        lagged = AsyncEpochAveragingClassifier(max_lag=max_lag,
-                                               **params).fit(X, y)
+        with runtime.count_tasks() as calls:
+            lagged = AsyncEpochAveragingClassifier(max_lag=max_lag,
+                                                   **params).fit(X, y)
         sync = SyncEpochAveragingClassifier(**params).fit(X, y)
     finally:
         use_backend("local")

@@ -11,10 +11,9 @@ import torch
 from sklearn.datasets import make_classification
 
 from dislib_nn import (SyncEpochAveragingClassifier,
-                       SyncEpochAveragingRegressor)
+                       SyncEpochAveragingRegressor, runtime)
 from dislib_nn.exceptions import TaskFailureWarning
 from tests.training import _models, _reference as ref
-from tests.training._task_counts import count_submitted
 
 
 def _classification(n=150):
@@ -108,17 +107,16 @@ def test_a_diverged_replica_is_left_out_of_every_shard(sequential,
     # (the last epoch's is the fitted model).
     ({"early_stopping": True, "patience": 5}, 3),
 ], ids=["validation", "early-stopping"])
-def test_validation_reads_the_shards_and_joins_no_model(local, monkeypatch,
-                                                        extra, joins):
+def test_validation_reads_the_shards_and_joins_no_model(local, extra,
+                                                        joins):
     # Scoring each epoch reads the merged shards where they lie; the
     # whole model is joined for the fitted model, and for a callback
     # that may keep an epoch's.
     X, y = _classification()
-    calls = count_submitted(monkeypatch)
-    fitted = _fit("sharded", X, y, validation_fraction=0.2, **extra)
+    with runtime.count_tasks() as calls:
+        fitted = _fit("sharded", X, y, validation_fraction=0.2, **extra)
     assert calls["_join"] == joins
     assert all(h["valid_score"] is not None for h in fitted.history_)
-    monkeypatch.undo()
     tree = _fit("tree", X, y, validation_fraction=0.2, **extra)
     assert [h["valid_score"] for h in fitted.history_] == \
         [h["valid_score"] for h in tree.history_]
@@ -178,12 +176,13 @@ def test_the_sharded_momentum_buffer_is_released_once_joined(local,
     assert set(fitted.strategy_state_) == {"velocity"}
 
 
-def test_the_momentum_step_is_taken_on_the_shards(local, monkeypatch):
+def test_the_momentum_step_is_taken_on_the_shards(local):
     # No join and no separate step a round: each shard's merge takes
     # FedAvgM's step on its slice; the fitted model is joined once.
     X, y = _classification()
-    calls = count_submitted(monkeypatch)
-    _fit("sharded", X, y, outer_lr=0.8, outer_momentum=0.5, sync_every=0.5)
+    with runtime.count_tasks() as calls:
+        _fit("sharded", X, y, outer_lr=0.8, outer_momentum=0.5,
+             sync_every=0.5)
     rounds = 3 * 2
     assert calls["_merge_shard_stepped"] == 3 * rounds
     assert calls["_merge_shard"] == calls["_momentum_step"] == 0
