@@ -3,7 +3,8 @@
 #   make test   set up with the test extras, then run the test suite
 #   make test-fast   the tests that need no new Python process: no script
 #               or subprocess, no dask cluster, no emulated COMPSs run
-#               (the `slow` mark, applied by rule in tests/conftest.py)
+#               (the `slow` mark, applied by rule in tests/conftest.py),
+#               split between FAST_JOBS pytest processes (pytest-xdist)
 #   make test-compss   only the tests on the COMPSs path (the emulated
 #               runcompss, PyCOMPSs's binding, the COMPSs launch scripts);
 #               fails where the PyCOMPSs sources or the emulator are absent
@@ -23,6 +24,9 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 PYTEST_ARGS ?=
+# Two: on 2 cores one process left a core idle while its tests waited on
+# their worker pool or a time-out (255 s in one, 172 s in two).
+FAST_JOBS ?= 2
 
 ifdef VIRTUAL_ENV
 PY := python
@@ -41,7 +45,7 @@ test: install-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install-test
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(FAST_JOBS) $(PYTEST_ARGS)
 
 test-compss: install-test
 	DISLIB_NN_REQUIRE_COMPSS=1 $(PY) -m pytest -m compss $(PYTEST_ARGS)

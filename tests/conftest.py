@@ -14,7 +14,8 @@ PyCOMPSs sources or the emulator: ``make test-compss`` runs these only)
 and ``slow``: a test that starts new Python processes (it asks for the
 ``fresh_python`` fixture: a script, a subprocess, a dask cluster, the
 testbed), runs on the dask backend, or is on the COMPSs path. ``make
-test-fast`` runs the rest, in one interpreter and its worker pool.
+test-fast`` runs the rest in two pytest processes (pytest-xdist), each
+with its own worker pool.
 """
 
 import os
