@@ -263,6 +263,11 @@ def summarise(report, target, at_epoch):
         report["floor_epoch_seconds"] = sum(floor) / len(floor)
         report["floor_to_target"] = None if k is None else sum(floor[:k])
     report["epoch_seconds"] = sum(r["seconds"] for r in rows) / len(rows)
+    # Epoch 1 also carries the fit's start (the data's trip out of the
+    # master, the workers' first imports): the later epochs apart.
+    later = rows[1:] or rows
+    report["later_epoch_seconds"] = sum(r["seconds"] for r in later) \
+        / len(later)
     if "epoch_end_bytes" in report and len(report["epoch_end_bytes"]) > 2:
         marks = report["epoch_end_bytes"]
         steps = [b - a for a, b in zip(marks[1:], marks[2:])]
@@ -385,7 +390,9 @@ def _print_row(rep):
                  "unshaped accuracies of these epochs " + " ".join(
                      f"{a:.3f}" for a in rep["unshaped_accuracies"]) + ")")
     print(f"    accuracies per epoch: {accs}{extra}")
-    print(f"    epoch {rep['epoch_seconds']:.2f} s, floor "
+    print(f"    epoch {rep['epoch_seconds']:.2f} s (epoch 1 "
+          f"{rep['epochs'][0]['seconds']:.2f} s, later "
+          f"{rep['later_epoch_seconds']:.2f} s), floor "
           f"{rep.get('floor_epoch_seconds', float('nan')):.2f} s/epoch, "
           f"epochs to target {rep['epochs_to_target'] or '-'}, time to "
           f"target {_fmt(rep['time_to_target'])} s, bytes/epoch "

@@ -53,6 +53,11 @@ def test_time_to_accuracy_smoke(tmp_path):
         for row in cell["contenders"]:
             assert row["bytes_per_epoch"] > 0, row["contender"]
             assert row["floor_epoch_seconds"] > 0, row["contender"]
+            # The later epochs' mean leaves out epoch 1, whose time
+            # carries the fit's start.
+            later = [e["seconds"] for e in row["epochs"][1:]]
+            assert row["later_epoch_seconds"] == pytest.approx(
+                sum(later) / len(later)), row["contender"]
     # The factoring the benchmark relies on: a synchronous contender's
     # accuracy per epoch is the same under every link.
     by_rate = {cell["rate"]: {c["contender"]: c for c in cell["contenders"]}
