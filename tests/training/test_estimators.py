@@ -590,25 +590,39 @@ def test_device_cpu_and_auto_train_on_cpu():
         _same_model(clf, fits[0])
 
 
-def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch):
+def test_gpu_task_is_chosen_only_where_gpus_are_asked_for(monkeypatch,
+                                                         sequential):
     # Outside COMPSs no task asks the runtime for GPUs, whatever the
-    # environment says (ComputingUnitsGPUs is a COMPSs setting).
+    # environment says (ComputingUnitsGPUs is a COMPSs setting): a fit
+    # submits the CPU training task.
     monkeypatch.setenv("ComputingUnitsGPUs", "1")
     assert runtime.gpus_per_task() == 0
+    X, y = _classification()
+    for device in ("auto", "cpu"):
+        with runtime.count_tasks() as counts:
+            _clf(device=device, n_epochs=1).fit(X, y)
+        assert counts["_train_epoch"] == 2, device
+        assert not {"_train_epoch_gpu", "_train_epoch_gpu_once"} & set(
+            counts), device
+    # A CUDA device asks for the GPU task, which COMPSs places on a GPU
+    # (there is none to fit on here).
     tasks = _train
-    assert tasks.train_task_for("auto") is tasks._train_epoch
-    assert tasks.train_task_for("cpu") is tasks._train_epoch
     assert tasks.train_task_for("cuda:1") is tasks._train_epoch_gpu
     gpu = tasks._train_epoch_gpu.constraints["processors"]
     assert {p["processorType"] for p in gpu} == {"CPU", "GPU"}
 
 
-def test_on_failure_raise_declares_a_training_task_never_rerun():
+def test_on_failure_raise_submits_a_training_task_never_rerun(sequential):
+    X, y = _classification()
+    for policy, name in (("raise", "_train_epoch_once"),
+                         ("skip", "_train_epoch")):
+        with runtime.count_tasks() as counts:
+            _clf(on_failure=policy, n_epochs=1).fit(X, y)
+        assert {k for k in counts if k.startswith("_train_epoch")} \
+            == {name}, policy
     tasks = _train
-    assert tasks.train_task_for("cpu", "raise") is tasks._train_epoch_once
     assert tasks.train_task_for("cuda", "raise") is \
         tasks._train_epoch_gpu_once
-    assert tasks.train_task_for("cpu", "skip") is tasks._train_epoch
     assert tasks._train_epoch_once.spec.on_failure == "FAIL"
     assert tasks._train_epoch_gpu_once.spec.on_failure == "FAIL"
     assert tasks._train_epoch.spec.on_failure == "RETRY"
