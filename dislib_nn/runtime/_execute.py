@@ -9,7 +9,6 @@ pickled, and an exception travels back as data.
 import importlib
 import inspect
 import pickle
-import sys
 import threading
 import traceback
 
@@ -51,7 +50,10 @@ UNSET = Unset()
 
 def resolve_task(module, qualname):
     """Find a task function by name, as a COMPSs worker does."""
-    mod = sys.modules.get(module) or importlib.import_module(module)
+    # import_module, not sys.modules: a module that another thread of
+    # the worker is importing is in sys.modules half made (its tasks not
+    # defined yet), and import_module waits for that import to end.
+    mod = importlib.import_module(module)
     obj = mod
     try:
         for part in qualname.split("."):

@@ -34,3 +34,30 @@ def test_tasks_spread_over_workers(local):
 def test_many_small_tasks_all_complete(local, n):
     assert wait_on([tasks.add(i, i) for i in range(n)]) == \
         [2 * i for i in range(n)]
+
+
+def test_a_task_of_a_module_another_thread_imports_is_found(tmp_path,
+                                                            monkeypatch):
+    # A worker of several threads (dask's --nthreads) may get two tasks
+    # of one module at once: while one thread imports the module, the
+    # other must wait for its tasks to be defined, not fail to find them.
+    import importlib
+    import sys
+    import threading
+    import time
+    import uuid
+
+    from dislib_nn.runtime import _execute
+    name = "slow_import_" + uuid.uuid4().hex[:8]
+    (tmp_path / f"{name}.py").write_text(
+        "import time\n\ntime.sleep(0.5)\n\n\ndef work():\n    return 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    importing = threading.Thread(target=importlib.import_module,
+                                 args=(name,))
+    importing.start()
+    while name not in sys.modules:      # the import has begun
+        time.sleep(0.001)
+    found = _execute.resolve_task(name, "work")
+    importing.join()
+    assert found() == 7
