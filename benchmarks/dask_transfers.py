@@ -15,6 +15,8 @@ bytes fetched, and those fetched again by a worker that had fetched
 the same value before in the run (a copy the AMM dropped), with the
 tasks that waited for them, and how many training tasks each worker ran
 (both from the task stream). The epoch times are ``history_``'s.
+``--merge tree`` fits the same setting merged by the tree instead; with
+``--workers`` above the cluster's workers, replicas share workers.
 """
 
 import argparse
@@ -36,6 +38,8 @@ from dislib_nn import runtime  # noqa: E402
 
 SETTING = {"lr_scaling": "linear", "sync_every": 1, "merge": "sharded",
            "outer_lr": 0.8, "outer_momentum": 0.5}
+# --merge tree: the same fit merged by the tree (the default merge).
+TREE = dict(SETTING, merge="tree")
 
 
 def fit_once(client, args, data):
@@ -46,7 +50,7 @@ def fit_once(client, args, data):
         optimizer=torch.optim.SGD, optimizer__momentum=0.9, lr=0.01,
         batch_size=64, n_epochs=args.epochs, n_workers=args.workers,
         random_state=args.seed, validation_data=(X_test, y_test),
-        **SETTING)
+        **(TREE if args.merge == "tree" else SETTING))
     with distributed.get_task_stream(client=client) as stream:
         clf.fit(X, y)
     return stream.data, [h["dur_s"] for h in clf.history_], \
@@ -103,6 +107,8 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--model", default="mlp4m")
+    p.add_argument("--merge", choices=("sharded", "tree"), default="sharded",
+                   help="the sharded merge (the default), or the tree")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")
     args = p.parse_args(argv)
@@ -139,7 +145,8 @@ def main(argv=None):
               f"a run")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"setting": SETTING, "args": vars(args), "runs": runs},
+            json.dump({"setting": TREE if args.merge == "tree" else SETTING,
+                       "args": vars(args), "runs": runs},
                       f, indent=1)
     return 0
 

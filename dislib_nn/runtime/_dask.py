@@ -9,8 +9,8 @@ Data stays where it was made: a task's outputs stay, pickled, in the
 memory of the worker that ran it, as dask futures; a later task that
 reads them names those futures as its arguments, so dask's scheduler
 places it on the worker holding most of its inputs and moves the rest
-between workers directly; a task called inside ``runtime.placed(k)``
-prefers the ``k``-th worker by address (:mod:`._placement`). The master
+between workers directly; a task called inside ``runtime.placed(...)``
+prefers the worker it names (:mod:`._placement`). The master
 fetches a value only for ``wait_on``. Outputs stay pickled on the
 workers, so every task rebuilds a private copy of its inputs, as under
 COMPSs, even when it runs where they were made.
@@ -32,7 +32,7 @@ import threading
 import time
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
-from dislib_nn.runtime import _dask_timed, _execute, _serialize
+from dislib_nn.runtime import _dask_timed, _execute, _placement, _serialize
 from dislib_nn.runtime._by_value import by_value
 
 # Payloads the master sends at least this large go to a worker with
@@ -182,8 +182,9 @@ class DaskExecutor:
 
     def _home(self, node):
         """The worker ``runtime.placed()`` named for ``node``, as dask's
-        ``workers=``: the node index modulo the workers, by address;
-        None for a node placed nowhere."""
+        ``workers=``: the workers by address are the nodes
+        (:func:`._placement.node_index`); None for a node placed
+        nowhere."""
         if node.home is None:
             return None
         now = time.monotonic()
@@ -193,7 +194,8 @@ class DaskExecutor:
             self._addresses_at = now
         if not self._addresses:
             return None
-        return [self._addresses[node.home % len(self._addresses)]]
+        return [self._addresses[_placement.node_index(
+            node.home, len(self._addresses))]]
 
     def _send(self, client, payload):
         if isinstance(payload, Remote):

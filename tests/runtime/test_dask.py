@@ -130,6 +130,57 @@ def test_each_replica_trains_on_its_own_worker_every_round(cluster):
     assert ran[2:] == workers * 2
 
 
+def test_replicas_sharing_a_worker_merge_there_first():
+    # 4 replicas on 2 workers of 2 threads (a node with two GPUs, say):
+    # replicas 0 and 1 train on the first worker, 2 and 3 on the second,
+    # and each pair merges where it trained, so one model a round
+    # crosses to the tree's root. (With one thread a worker, two
+    # replicas would queue there, and dask's work stealing may move one
+    # to an idle worker: the placement is a preference.)
+    import numpy as np
+    import torch
+
+    import dislib_nn
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=2, processes=True,
+        dashboard_address=":0")
+    client = distributed.Client(cluster, set_as_default=False)
+    runtime.set_backend("dask", client=client)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, 8)).astype("float32")
+    y = (X[:, 0] > 0).astype(int)
+    try:
+        with distributed.get_task_stream(client=client) as stream:
+            dislib_nn.SyncEpochAveragingClassifier(
+                module=torch.nn.Linear(8, 2), n_workers=4, n_epochs=3,
+                sync_every=1, batch_size=32, random_state=0).fit(X, y)
+        first, second = sorted(client.run(os.getpid))
+    finally:
+        use_backend("local")
+        client.close()
+        cluster.close()
+
+    def ran(name):
+        """The task stream's records of ``name``, in submission order."""
+        return [r for _, r in sorted(
+            (int(r["key"].rsplit("-", 1)[1]), r)
+            for r in stream.data if r["key"].startswith(name + "-"))]
+    # Rounds 2 and 3 (the first's may be moved: see the test above).
+    assert [r["worker"] for r in ran("_train_epoch")[4:]] == \
+        [first, first, second, second] * 2
+    # Each round: the pairs (0, 1) and (2, 3), then the root. The pairs
+    # fetch nothing: both replicas are where they merge. The root runs
+    # where replica 0 trained, and fetches the other pair's sum.
+    merges = ran("_merge_pair")[3:]
+    for k in (0, 3):
+        pairs, root = merges[k:k + 2], merges[k + 2]
+        for r in pairs:
+            assert not any(s["action"] == "transfer"
+                           for s in r["startstops"]), r
+        assert root["worker"] == first
+        assert any(s["action"] == "transfer" for s in root["startstops"])
+
+
 def test_gpu_tasks_run_only_on_workers_that_advertise_a_gpu():
     scheduler = distributed.LocalCluster(n_workers=0, processes=True,
                                          dashboard_address=None)

@@ -106,5 +106,35 @@ def test_placed_blocks_nest_and_change_nothing_on_one_machine():
             inner = _placement.current()
             added = tasks.add(1, 2)
         outer = _placement.current()
-    assert (inner, outer, _placement.current()) == (1, 3, None)
+    assert (inner.node, outer.node, _placement.current()) == (1, 3, None)
     assert wait_on(added) == 3
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"node": 0, "of": 0}, "of=the number of replicas, an int >= 1, or "
+                           "None; got of=0"),
+    ({"node": 0, "of": 2.0}, "got of=2.0"),
+    ({"node": 2, "of": 2}, "a replica index below of=2; got node=2"),
+    ({"node": None, "of": 2}, "a replica index below of=2; got node=None")])
+def test_placed_takes_a_replica_index_below_of(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=re.escape(match)):
+        with runtime.placed(**kwargs):
+            pass
+
+
+def test_replicas_of_more_than_the_nodes_share_nodes_in_runs():
+    from dislib_nn.runtime._placement import Placement, node_index
+
+    def nodes(n_replicas, n_nodes):
+        return [node_index(Placement(j, n_replicas), n_nodes)
+                for j in range(n_replicas)]
+    # Neighbours, which the merge tree pairs first, share a node.
+    assert nodes(8, 4) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert nodes(4, 2) == [0, 0, 1, 1]
+    assert nodes(6, 4) == [0, 0, 1, 2, 2, 3]
+    # No more replicas than nodes: one each, in order.
+    assert nodes(3, 4) == [0, 1, 2]
+    assert nodes(4, 4) == [0, 1, 2, 3]
+    # A node named without `of`: modulo the nodes.
+    assert [node_index(Placement(k), 3) for k in range(5)] == \
+        [0, 1, 2, 0, 1]

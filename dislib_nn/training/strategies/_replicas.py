@@ -88,9 +88,10 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
             base = (merge_from[w],)
         # A task's state is a list: one state dict, or a model's shards.
         parts = list(state) if isinstance(state, ShardedModel) else [state]
-        # Replica w trains on node w every round: its optimizer state,
-        # blocks and shard stay there.
-        with runtime.placed(w):
+        # Replica w trains on the same node every round: its optimizer
+        # state, blocks and shard stay there; neighbours share a node
+        # when there are more replicas than nodes, and merge there first.
+        with runtime.placed(w, of=setup.n_workers):
             out = setup.train_task(setup.task_components, parts, optim,
                                    x_blocks, y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):

@@ -15,6 +15,7 @@ stay float32.
 
 from typing import NamedTuple
 
+from dislib_nn import runtime
 from dislib_nn.runtime import COLLECTION_IN, Depth, Type, task
 from dislib_nn.training.merge import _delay, _outer, _payload, _sums
 from dislib_nn.training.tasks._report import TrainStats
@@ -316,11 +317,19 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
                       None if optims is None else optims[0])
     with_optims = optims is not None
     # (model, optimizer state, count, stats, is a partial sum of this
-    # tree, the outer state the root's step returned)
-    leaves = [(m, o, c, s, False, None) for m, o, c, s in
-              zip(models, optims if with_optims else models, counts, stats)]
+    # tree, the outer state the root's step returned, its first replica)
+    leaves = [(m, o, c, s, False, None, i) for i, (m, o, c, s) in
+              enumerate(zip(models, optims if with_optims else models,
+                            counts, stats))]
 
     def pair(a, b, root):
+        # Where the left half's first replica trained (runtime.placed):
+        # the tree pairs neighbours, which share a node when there are
+        # more replicas than nodes, so its first levels merge in a node.
+        with runtime.placed(a[6], of=len(models)):
+            return merged_pair(a, b, root)
+
+    def merged_pair(a, b, root):
         last = previous if root else None
         new_outer = None
         if root and outer is not None:
@@ -343,7 +352,7 @@ def submit_merge(models, optims, counts, lifetimes, stats, previous,
                     lifetimes.release(child[1])
         # A partial sum carries its weights inside; its count, 0, and
         # stats are ignored (task collections hold no None).
-        return model, optim, 0, _PARTIAL, True, new_outer
+        return model, optim, 0, _PARTIAL, True, new_outer, a[6]
 
-    model, optim, _, _, _, new_outer = _sums.tree_reduce(leaves, pair)
+    model, optim, _, _, _, new_outer, _ = _sums.tree_reduce(leaves, pair)
     return Merged(model, optim if with_optims else None, new_outer)
