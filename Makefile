@@ -25,7 +25,7 @@ TORCH ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 PYTEST_ARGS ?=
 # Two: on 2 cores one process left a core idle while its tests waited on
-# their worker pool or a time-out (255 s in one, 172 s in two).
+# their worker pool or a time-out (255 s in one, 172-183 s in two).
 FAST_JOBS ?= 2
 
 ifdef VIRTUAL_ENV
