@@ -98,29 +98,41 @@ def test_placed_tasks_run_on_the_worker_they_name(cluster):
         use_backend("local")
 
 
-def test_each_replica_trains_on_its_own_worker_every_round(cluster):
-    # Replica j's training tasks are placed on the j-th worker: the
-    # training tasks a round submits, in their order (the dask keys
-    # count submissions), run on the workers in address order.
+def _records_of_a_fit(client, n_workers, **params):
+    """The task stream of a synchronous fit of ``n_workers`` replicas on
+    ``client``'s cluster (3 epochs): name -> its records, in submission
+    order (the dask keys count submissions)."""
     import numpy as np
     import torch
 
     import dislib_nn
-    cluster, client = cluster
-    runtime.set_backend("dask", address=cluster.scheduler_address)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(256, 8)).astype("float32")
     y = (X[:, 0] > 0).astype(int)
+    runtime.set_backend("dask", client=client)
     try:
         with distributed.get_task_stream(client=client) as stream:
             dislib_nn.SyncEpochAveragingClassifier(
-                module=torch.nn.Linear(8, 2), n_workers=2, n_epochs=3,
-                batch_size=32, random_state=0).fit(X, y)
+                module=torch.nn.Linear(8, 2), n_workers=n_workers,
+                n_epochs=3, batch_size=32, random_state=0,
+                **params).fit(X, y)
     finally:
         use_backend("local")
-    ran = [worker for _, worker in sorted(
-        (int(r["key"].rsplit("-", 1)[1]), r["worker"])
-        for r in stream.data if r["key"].startswith("_train_epoch"))]
+    numbered = {}
+    for r in stream.data:
+        name, _, number = r["key"].rpartition("-")
+        if number.isdigit():        # a task's own key, not dask's parts
+            numbered.setdefault(name, []).append((int(number), r))
+    return {name: [r for _, r in sorted(pairs, key=lambda p: p[0])]
+            for name, pairs in numbered.items()}
+
+
+def test_each_replica_trains_on_its_own_worker_every_round(cluster):
+    # Replica j's training tasks are placed on the j-th worker: the
+    # training tasks a round submits, in their order, run on the workers
+    # in address order.
+    _, client = cluster
+    ran = [r["worker"] for r in _records_of_a_fit(client, 2)["_train_epoch"]]
     workers = sorted(client.run(os.getpid))
     # The first round's may be swapped: while the tasks' durations are
     # unknown, dask's work stealing may move a task whose worker is busy
@@ -137,41 +149,23 @@ def test_replicas_sharing_a_worker_merge_there_first():
     # crosses to the tree's root. (With one thread a worker, two
     # replicas would queue there, and dask's work stealing may move one
     # to an idle worker: the placement is a preference.)
-    import numpy as np
-    import torch
-
-    import dislib_nn
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=2, processes=True,
         dashboard_address=":0")
     client = distributed.Client(cluster, set_as_default=False)
-    runtime.set_backend("dask", client=client)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(256, 8)).astype("float32")
-    y = (X[:, 0] > 0).astype(int)
     try:
-        with distributed.get_task_stream(client=client) as stream:
-            dislib_nn.SyncEpochAveragingClassifier(
-                module=torch.nn.Linear(8, 2), n_workers=4, n_epochs=3,
-                sync_every=1, batch_size=32, random_state=0).fit(X, y)
+        ran = _records_of_a_fit(client, 4, sync_every=1)
         first, second = sorted(client.run(os.getpid))
     finally:
-        use_backend("local")
         client.close()
         cluster.close()
-
-    def ran(name):
-        """The task stream's records of ``name``, in submission order."""
-        return [r for _, r in sorted(
-            (int(r["key"].rsplit("-", 1)[1]), r)
-            for r in stream.data if r["key"].startswith(name + "-"))]
     # Rounds 2 and 3 (the first's may be moved: see the test above).
-    assert [r["worker"] for r in ran("_train_epoch")[4:]] == \
+    assert [r["worker"] for r in ran["_train_epoch"][4:]] == \
         [first, first, second, second] * 2
     # Each round: the pairs (0, 1) and (2, 3), then the root. The pairs
     # fetch nothing: both replicas are where they merge. The root runs
     # where replica 0 trained, and fetches the other pair's sum.
-    merges = ran("_merge_pair")[3:]
+    merges = ran["_merge_pair"][3:]
     for k in (0, 3):
         pairs, root = merges[k:k + 2], merges[k + 2]
         for r in pairs:
