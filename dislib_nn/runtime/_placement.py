@@ -21,7 +21,6 @@ node crosses the network.
   and gives a call no way to name one, so the block has no effect.
 """
 
-
 import contextlib
 import numbers
 import threading
