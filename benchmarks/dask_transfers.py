@@ -42,6 +42,11 @@ SETTING = {"lr_scaling": "linear", "sync_every": 1, "merge": "sharded",
 TREE = dict(SETTING, merge="tree")
 
 
+def setting_of(args):
+    """The estimator's parameters ``--merge`` chose."""
+    return TREE if args.merge == "tree" else SETTING
+
+
 def fit_once(client, args, data):
     """One fit; the task stream and the epochs' seconds."""
     X, y, X_test, y_test = data
@@ -50,7 +55,7 @@ def fit_once(client, args, data):
         optimizer=torch.optim.SGD, optimizer__momentum=0.9, lr=0.01,
         batch_size=64, n_epochs=args.epochs, n_workers=args.workers,
         random_state=args.seed, validation_data=(X_test, y_test),
-        **(TREE if args.merge == "tree" else SETTING))
+        **setting_of(args))
     with distributed.get_task_stream(client=client) as stream:
         clf.fit(X, y)
     return stream.data, [h["dur_s"] for h in clf.history_], \
@@ -145,9 +150,8 @@ def main(argv=None):
               f"a run")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"setting": TREE if args.merge == "tree" else SETTING,
-                       "args": vars(args), "runs": runs},
-                      f, indent=1)
+            json.dump({"setting": setting_of(args), "args": vars(args),
+                       "runs": runs}, f, indent=1)
     return 0
 
 

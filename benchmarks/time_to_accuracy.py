@@ -371,10 +371,8 @@ def _factor(rep, unshaped):
     rep["final_accuracy"] = base["final_accuracy"]
     # Epoch 1 carries the fit's start (data placement, first imports):
     # count it as measured here, and later epochs at their mean here.
-    later = rep["epochs"][1:] or rep["epochs"]
-    mean = sum(e["seconds"] for e in later) / len(later)
     rep["time_to_target"] = None if k is None else \
-        rep["epochs"][0]["seconds"] + (k - 1) * mean
+        rep["epochs"][0]["seconds"] + (k - 1) * rep["later_epoch_seconds"]
     floors = [e.get("compute_seconds", e.get("nosync_seconds"))
               for e in rep["epochs"]]
     fl = floors[1:] or floors

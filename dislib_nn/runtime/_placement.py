@@ -57,15 +57,8 @@ def placed(node, of=None):
     blocks (:func:`node_index`). Blocks nest: the innermost holds; None
     places nothing.
     """
-    for name, value in (("node", node), ("of", of)):
-        if value is not None and (isinstance(value, bool) or
-                                  not isinstance(value, numbers.Integral)
-                                  or value < (0 if name == "node" else 1)):
-            wanted = "a node index, an int >= 0" if name == "node" \
-                else "of=the number of replicas, an int >= 1"
-            raise InvalidParameterError(
-                f"runtime.placed() takes {wanted}, or None; got "
-                f"{name}={value!r}.")
+    _check_int("node", node, 0, "a node index, an int >= 0")
+    _check_int("of", of, 1, "of=the number of replicas, an int >= 1")
     if of is not None and (node is None or node >= of):
         raise InvalidParameterError(
             f"runtime.placed() takes a replica index below of={of!r}; got "
@@ -77,6 +70,17 @@ def placed(node, of=None):
         yield
     finally:
         _state.placement = previous
+
+
+def _check_int(name, value, low, wanted):
+    """Raise for a ``value`` of argument ``name`` that is neither None nor
+    an int >= ``low`` (``wanted`` says what it takes)."""
+    if value is not None and (isinstance(value, bool) or
+                              not isinstance(value, numbers.Integral) or
+                              value < low):
+        raise InvalidParameterError(
+            f"runtime.placed() takes {wanted}, or None; got "
+            f"{name}={value!r}.")
 
 
 def current():
