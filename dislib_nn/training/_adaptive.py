@@ -90,23 +90,30 @@ class Plan:
         Whether the replicas make few steps (``MIN_WORKERS`` replicas or
         more, fewer than ``MIN_STEPS`` steps each, a strategy that merges
         within epochs): what the ``"auto"`` defaults adapt to.
+    own : tuple or None
+        The strategy's own parameters as they run (the record of
+        :func:`~._fit_params.own_params`, its ``"auto"`` values chosen),
+        or None when the plan was given none.
     strategy_params : dict
-        The strategy's own ``"auto"`` parameters, as they run (name ->
-        value; ``{"max_lag": 0}`` for instance).
+        Those the plan chose, as ``verbose`` and ``history_`` show them
+        (name -> value; ``{"max_lag": 0}`` for instance).
     """
 
     __slots__ = ("sync_every", "lr_factor", "warmup", "adapted", "steps",
-                 "few", "strategy_params")
+                 "few", "own", "strategy_params")
 
     def __init__(self, sync_every, lr_factor, warmup, adapted, steps,
-                 few=False, strategy_params=None):
+                 few=False, own=None, given=None):
         self.sync_every = sync_every
         self.lr_factor = float(lr_factor)
         self.warmup = bool(warmup)
         self.adapted = bool(adapted)
         self.steps = int(steps)
         self.few = bool(few)
-        self.strategy_params = dict(strategy_params or {})
+        self.own = own
+        self.strategy_params = {} if own is None else {
+            name: value for name, value, before in zip(
+                own._fields, own, given or own) if value is not before}
 
     def factor(self, epoch):
         """The factor of epoch ``epoch`` (0-based, across fits)."""
@@ -160,7 +167,7 @@ class Plan:
 
 
 def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
-         has_schedule=False, adapt=None):
+         has_schedule=False, own=None, adapt=None):
     """The :class:`Plan` for the parameters and the replicas' steps.
 
     Parameters
@@ -176,10 +183,13 @@ def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
     has_schedule : bool
         Whether the user gave an ``lr_schedule`` (then no warm-up is
         added to it).
+    own : tuple, optional
+        The strategy's own parameters as the estimator holds them (the
+        record of :func:`~._fit_params.own_params`).
     adapt : callable, optional
-        ``few -> dict``: the strategy's own ``"auto"`` parameters as they
-        run, given whether the replicas make few steps
-        (:attr:`Plan.few`).
+        ``(own, few) -> own``: the strategy's own parameters with their
+        ``"auto"`` values chosen, given whether the replicas make few
+        steps (:attr:`Plan.few`); the strategy class's ``adapt``.
     """
     few = n_workers >= MIN_WORKERS and steps < MIN_STEPS and fractions
     adapted = False
@@ -195,5 +205,6 @@ def plan(sync_every, lr_scaling, n_workers, steps, fractions=True,
     factor = {"none": 1.0, "sqrt": math.sqrt(n_workers),
               "linear": float(n_workers)}[lr_scaling]
     warmup = factor > 1.0 and not has_schedule
-    return Plan(sync_every, factor, warmup, adapted, steps, few,
-                {} if adapt is None else adapt(few))
+    chosen = own if adapt is None or own is None else adapt(own, few)
+    return Plan(sync_every, factor, warmup, adapted, steps, few, chosen,
+                own)

@@ -40,6 +40,7 @@ from dislib_nn.training._components import (Components, check_step,
                                             first_float_dtype)
 from dislib_nn.training._epoch_loop import run_epochs
 from dislib_nn.training._fit_data import FitDataMixin
+from dislib_nn.training._fit_params import fit_params
 from dislib_nn.training._input_checks import check_rows
 from dislib_nn.training._params import ParamsMixin
 from dislib_nn.training._scoring import scorer_of
@@ -252,11 +253,10 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             balance=bool(self.balance), keep_last=recompute,
             rates=self.balance if isinstance(self.balance, (list, tuple))
             else None)
-        params = self.get_params(deep=False)
-        plan = self._plan(epochs, params, n_epochs)
+        plan = self._plan(epochs, n_epochs)
         # What the fit runs: the plan's choices in place of "auto".
-        params["sync_every"] = plan.sync_every
-        params.update(plan.strategy_params)
+        params = fit_params(self, self._epoch_strategy_class())._replace(
+            sync_every=plan.sync_every, own=plan.own)
         named = self._callbacks(plan)
         for _, cb in named:
             cb.initialize()
@@ -298,7 +298,7 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 wants=scorer_of(self).wants)
         return validate
 
-    def _plan(self, epochs, params, n_epochs):
+    def _plan(self, epochs, n_epochs):
         """What ``sync_every="auto"``, ``lr_scaling="auto"`` and the
         strategy's own ``"auto"`` parameters run as (:mod:`._adaptive`),
         from the replicas' steps in the first epoch of ``epochs`` (the
@@ -307,13 +307,14 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
         submitted."""
         for epoch in range(self.n_epochs_, self.n_epochs_ + n_epochs):
             sync_every_at(self.sync_every, epoch)
+        strategy = self._epoch_strategy_class()
+        given = fit_params(self, strategy)
         return adaptive_plan(
             self.sync_every, self.lr_scaling, self.n_workers_,
-            steps_per_epoch(epochs, params, self.n_epochs_),
-            fractions=self._epoch_strategy_class().merges_within_epochs,
+            steps_per_epoch(epochs, given, self.n_epochs_),
+            fractions=strategy.merges_within_epochs,
             has_schedule=self.lr_schedule is not None,
-            adapt=lambda few: self._epoch_strategy_class().adapt(
-                params, few))
+            own=given.own, adapt=strategy.adapt)
 
     def _epoch_strategy(self, setup):
         """The strategy the epoch loop drives: the preset's class, or a

@@ -29,6 +29,7 @@ from dislib_nn.training._component_args import (PREFIXES,
                                                 check_arguments,
                                                 check_keywords,
                                                 split_prefixed)
+from dislib_nn.training._fit_params import fit_params
 from dislib_nn.training._scoring import ScoringSpec, check_scoring
 from dislib_nn.training.callbacks._named import (DEFAULTS, PREFIX,
                                                  check_callbacks,
@@ -284,7 +285,9 @@ class ParamsMixin:
                         f"{getattr(self, key)!r}.")
         strategy = self._epoch_strategy_class()
         if strategy is not None:
-            strategy.check_params(self.get_params(deep=False), name)
+            strategy.check_params(fit_params(self, strategy), name)
+        if self.strategy is not None:
+            _rounds.build_strategy(self.strategy, routed, name)
 
     def _epoch_strategy_class(self):
         """The class the epoch loop drives: the preset's, or the driver

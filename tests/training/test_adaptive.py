@@ -13,6 +13,7 @@ from dislib_nn import (AsyncEpochAveragingClassifier,
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.training._adaptive import (MERGES_PER_EPOCH, MIN_STEPS,
                                           MIN_WORKERS, plan)
+from dislib_nn.training._fit_params import own_params
 from dislib_nn.training.strategies._async import (LAG, LAG_FEW_STEPS,
                                                   AsyncStrategy)
 from tests.conftest import use_backend
@@ -168,9 +169,11 @@ def test_the_asynchronous_strategy_follows_the_same_rule():
 
 
 def _async_lag(max_lag, workers, steps, merge_delay=0):
-    params = {"max_lag": max_lag, "merge_delay": merge_delay}
-    return plan("auto", "auto", workers, steps, adapt=lambda few:
-                AsyncStrategy.adapt(params, few))
+    estimator = AsyncEpochAveragingClassifier(
+        **_MODULE, max_lag=max_lag, merge_delay=merge_delay)
+    return plan("auto", "auto", workers, steps,
+                own=own_params(AsyncStrategy, estimator),
+                adapt=AsyncStrategy.adapt)
 
 
 @pytest.mark.parametrize("workers,steps,lag", [

@@ -89,9 +89,9 @@ class AsyncStrategy(EpochStrategy):
 
     @classmethod
     def check_params(cls, params, name):
-        if params["merge_delay"] == 0:
+        if params.own.merge_delay == 0:
             return
-        lag = params["max_lag"]
+        lag = params.own.max_lag
         if lag not in ("auto", None, 0):
             raise InvalidParameterError(
                 f"{name} takes merge_delay=1 only with max_lag=0, None or "
@@ -99,44 +99,46 @@ class AsyncStrategy(EpochStrategy):
                 f"merge of the round before last, and another worker's "
                 f"older snapshot may already hold this worker's last "
                 f"update. Got merge_delay=1 and max_lag={lag!r}.")
-        for key, allowed in (("merge_precision", ("fp32",)),
-                             ("optimizer_state", ("keep", "reset"))):
-            if params[key] not in allowed:
+        for key, value, allowed in (
+                ("merge_precision", params.merge_precision, ("fp32",)),
+                ("optimizer_state", params.optimizer_state,
+                 ("keep", "reset"))):
+            if value not in allowed:
                 shown = " or ".join(repr(a) for a in allowed)
                 raise InvalidParameterError(
                     f"{name} takes merge_delay=1 only with {key}={shown}: "
                     f"a worker that starts its next round before its "
                     f"merge goes on from its own float32 state and "
                     f"optimizer state. Got merge_delay=1 and "
-                    f"{key}={params[key]!r}.")
+                    f"{key}={value!r}.")
 
     @classmethod
-    def adapt(cls, params, few):
+    def adapt(cls, own, few):
         """``max_lag="auto"``: :data:`LAG_FEW_STEPS` where the replicas
         make few steps an epoch, else :data:`LAG`; 0 with
         ``merge_delay=1`` (the delay is a round of lag by itself)."""
-        if params["max_lag"] != "auto":
-            return {}
-        if params["merge_delay"]:
-            return {"max_lag": 0}
-        return {"max_lag": LAG_FEW_STEPS if few else LAG}
+        if own.max_lag != "auto":
+            return own
+        if own.merge_delay:
+            return own._replace(max_lag=0)
+        return own._replace(max_lag=LAG_FEW_STEPS if few else LAG)
 
     def __init__(self, setup):
         super().__init__(setup)
         p, n = setup.params, setup.n_workers
-        self.max_lag = p["max_lag"]
-        self.average = p["optimizer_state"] == "average"
+        self.max_lag = p.own.max_lag
+        self.average = p.optimizer_state == "average"
         initial_optims = setup.initial_optims()
         start_optim = initial_optims[0] if self.average else None
         carried = setup.carried.state
         self.glob = _stale.new_global(
             setup.state, start_optim, carried.get("velocity"),
             carried.get("outer_optimizer"))
-        outer = p["outer_optimizer"]
+        outer = p.outer_optimizer
         self.rules = _stale.FoldRules(
-            setup.data.n_rows, n, p["staleness_exponent"], p["outer_lr"],
-            p["outer_momentum"], setup.param_keys, self.average,
-            equal_shares=p["balance"], outer_build=None if outer is None
+            setup.data.n_rows, n, p.own.staleness_exponent, p.outer_lr,
+            p.outer_momentum, setup.param_keys, self.average,
+            equal_shares=p.balance, outer_build=None if outer is None
             else setup.components.build_outer_optimizer)
         snapshot = (setup.state, start_optim, _stale.SnapshotInfo(0))
         self.initial = snapshot
@@ -150,13 +152,13 @@ class AsyncStrategy(EpochStrategy):
         # merge_delay=1: each round's trained replicas and rows
         # (read by the starts one and two rounds later), and with
         # max_lag=0 the start before next_start.
-        self.delay = p["merge_delay"]
+        self.delay = p.own.merge_delay
         self.trained, self.trained_rows = [], []
         self.start_before = None
         self.round_open = [True] * n
         self.rounds_per_epoch = 1
         # sync_every of the epoch submitted last (read by scalar_lag).
-        self.every = 1 if callable(p["sync_every"]) else p["sync_every"]
+        self.every = 1 if callable(p.sync_every) else p.sync_every
         self._parts = None
 
     @property
@@ -169,10 +171,10 @@ class AsyncStrategy(EpochStrategy):
         by measurement, and later ones at most one epoch behind with
         ``max_lag=None``."""
         p = self.setup.params
-        if p["balance"] and not self.setup.data.throughput.known():
+        if p.balance and not self.setup.data.throughput.known():
             return 0
         if self.max_lag is None:
-            return 1 if p["balance"] else p["n_epochs"] + 1
+            return 1 if p.balance else p.n_epochs + 1
         every = self.every
         if every == "step" or every < 1:
             # Rounds are shares of an epoch (as many as the last epoch
@@ -266,12 +268,12 @@ class AsyncStrategy(EpochStrategy):
     def _carry(self, parts):
         """The :class:`Carry` of the global model's parts (futures)."""
         optims = None
-        if self.setup.params["optimizer_state"] == "keep":
+        if self.setup.params.optimizer_state == "keep":
             optims = list(self.optims)
         elif self.average:
             optims = [parts[1]]
         state = {"velocity": parts[2]}
-        if self.setup.params["outer_optimizer"] is not None:
+        if self.setup.params.outer_optimizer is not None:
             state["outer_optimizer"] = parts[3]
         return Carry(optims, state)
 

@@ -59,14 +59,14 @@ def merges_after(epoch, sync_every, last):
 def steps_per_epoch(data, params, epoch):
     """Optimizer steps in ``epoch`` of the worker with the most rows of
     ``data`` (an ``EpochData``), a step every ``accumulate_grad_batches``
-    batches of ``batch_size`` (``params``' entries)."""
+    batches of ``batch_size`` (``params``, a ``FitParams``)."""
     return max(1, max(_steps(n, params) for n in data.rows(epoch)))
 
 
 def _steps(rows, params):
     """Optimizer steps of a worker with ``rows`` rows in an epoch."""
-    batches = -(-rows // params["batch_size"])
-    return -(-batches // params["accumulate_grad_batches"])
+    batches = -(-rows // params.batch_size)
+    return -(-batches // params.accumulate_grad_batches)
 
 
 class FitClock:
@@ -76,7 +76,7 @@ class FitClock:
     ----------
     data : EpochData
         The blocks of each worker, epoch by epoch.
-    params : dict
+    params : FitParams
         The estimator's parameters as the fit runs them (``FitSetup``'s).
     output : OutputAdapter
         What the training tasks make of the module's output.
@@ -100,7 +100,7 @@ class FitClock:
         self.output = output
         self.epoch_steps = self.steps_per_epoch(first_epoch)
         self.step_schedule = None if step_schedule is None else \
-            step_schedule.with_total(params["n_epochs"] * self.epoch_steps)
+            step_schedule.with_total(params.n_epochs * self.epoch_steps)
 
     def rounds(self, epoch, last):
         """The :class:`RoundPlan` of each round of ``epoch`` (``last``:
@@ -127,17 +127,17 @@ class FitClock:
         merge follows: the replica continues from it)."""
         p = self.params
         return EpochSettings(
-            lr=lr, batch_size=p["batch_size"],
+            lr=lr, batch_size=p.batch_size,
             seed=self.data.train_seed(epoch, worker),
-            shuffle_rows=p["shuffle"] == "local", device=str(p["device"]),
-            optimizer_state=p["optimizer_state"], output=self.output,
-            on_failure=p["on_failure"], max_retries=p["max_retries"],
-            share=share, grad_clip_norm=p["grad_clip_norm"],
-            grad_clip_value=p["grad_clip_value"],
-            accumulate_grad_batches=p["accumulate_grad_batches"],
-            precision=p["precision"],
+            shuffle_rows=p.shuffle == "local", device=str(p.device),
+            optimizer_state=p.optimizer_state, output=self.output,
+            on_failure=p.on_failure, max_retries=p.max_retries,
+            share=share, grad_clip_norm=p.grad_clip_norm,
+            grad_clip_value=p.grad_clip_value,
+            accumulate_grad_batches=p.accumulate_grad_batches,
+            precision=p.precision,
             step_schedule=self._step_schedule(epoch, worker, share),
-            merge_precision=p["merge_precision"] if merged else "fp32")
+            merge_precision=p.merge_precision if merged else "fp32")
 
     def steps_per_epoch(self, epoch):
         """Optimizer steps in ``epoch`` of the worker with the most rows
@@ -181,12 +181,12 @@ class FitClock:
     def sync_every(self, epoch):
         """``sync_every`` in ``epoch`` (0-based, across fits): the
         parameter, or what it gives for the epoch when it is callable."""
-        return sync_every_at(self.params["sync_every"], epoch)
+        return sync_every_at(self.params.sync_every, epoch)
 
     def round_rows(self, epoch, share=None):
         """The rows all workers train on in ``share`` of ``epoch`` (the
         whole epoch for None): what one round of merges covers."""
-        step_rows = self.params["batch_size"] \
-            * self.params["accumulate_grad_batches"]
+        step_rows = self.params.batch_size \
+            * self.params.accumulate_grad_batches
         return sum(share_rows(n, share, step_rows)
                    for n in self.data.rows(epoch))

@@ -97,11 +97,13 @@ class FitSetup:
     carried : Carry
         What the previous fit's :meth:`EpochStrategy.carry` returned (values),
         or an empty :class:`Carry` for a new model.
-    params : dict
+    params : FitParams
         The estimator's parameters (``batch_size``, ``optimizer_state``,
-        ``outer_lr``, ...) as the fit runs them: ``sync_every`` and the
-        strategy's own ``"auto"`` parameters as the fit's plan chose
-        (:mod:`dislib_nn.training._adaptive`).
+        ``outer_lr``, the strategy's own in ``own``...) as the fit runs
+        them: ``sync_every`` and the strategy's own ``"auto"``
+        parameters as the fit's plan chose
+        (:mod:`dislib_nn.training._fit_params`,
+        :mod:`dislib_nn.training._adaptive`).
     output : OutputAdapter
     param_keys : list of str
         The names of the module's parameters (buffers excluded).
@@ -245,7 +247,8 @@ class EpochStrategy:
         name -> default. An estimator class naming the strategy in
         ``_strategy_class`` takes them in ``__init__`` (see
         :mod:`dislib_nn.training._params`); they reach the strategy in
-        :attr:`FitSetup.params` with the others.
+        :attr:`FitSetup.params` as ``params.own``, a record with one
+        field per name.
     constraints : dict
         Their constraints (name -> list of :mod:`._param_validation`
         constraints), which may also narrow a shared parameter's.
@@ -266,17 +269,20 @@ class EpochStrategy:
     @classmethod
     def check_params(cls, params, name):
         """Raise ``InvalidParameterError`` for a combination of the
-        estimator's ``params`` this strategy cannot run (each value
-        already met its constraints); ``name`` is the estimator's class
-        name, for the message. Called at the start of ``fit``."""
+        estimator's ``params`` (a :class:`~.._fit_params.FitParams`,
+        ``"auto"`` values not yet chosen) this strategy cannot run (each
+        value already met its constraints); ``name`` is the estimator's
+        class name, for the message. Called at the start of ``fit``."""
 
     @classmethod
-    def adapt(cls, params, few):
-        """What this strategy's own ``"auto"`` parameters in ``params``
-        run as (name -> value, ``{}`` when none), given whether the
-        replicas make few steps an epoch (:mod:`.._adaptive`); before
-        the strategy is built, so that it reads them in ``params``."""
-        return {}
+    def adapt(cls, own, few):
+        """This strategy's own parameters ``own`` (the record
+        ``FitParams.own``) with their ``"auto"`` values chosen, given
+        whether the replicas make few steps an epoch
+        (:mod:`.._adaptive`); before the strategy is built, so that it
+        reads the choices in ``setup.params.own``. The default: ``own``
+        as it is."""
+        return own
 
     @property
     def scalar_lag(self):

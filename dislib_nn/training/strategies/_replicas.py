@@ -73,7 +73,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
     it, and after the last the optimizer states are released (entries
     None).
     """
-    reset = setup.params["optimizer_state"] == "reset"
+    reset = setup.params.optimizer_state == "reset"
     ends_epoch = share is None or share[0] == share[1] - 1
     states, optims, counts, stats = [], [], [], []
     for w, ((x_blocks, y_blocks), (state, optim)) in enumerate(

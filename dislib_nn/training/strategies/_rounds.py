@@ -63,15 +63,14 @@ class RoundDriver(EpochStrategy):
 
     @classmethod
     def check_params(cls, params, name):
-        spec = params[PREFIX]
         for key, allowed in _DECIDED_BY_STRATEGY.items():
-            if params[key] not in allowed:
+            value = getattr(params, key)
+            if value not in allowed:
                 raise InvalidParameterError(
-                    f"{name} with strategy={_named(spec)} takes {key}="
-                    f"{' or '.join(repr(a) for a in allowed)}: a "
-                    f"user-written strategy's merge decides how replicas "
-                    f"combine. Got {key}={params[key]!r}.")
-        build_strategy(spec, routed(params), name)
+                    f"{name} with strategy={_named(params.strategy)} "
+                    f"takes {key}={' or '.join(repr(a) for a in allowed)}"
+                    f": a user-written strategy's merge decides how "
+                    f"replicas combine. Got {key}={value!r}.")
 
     def __init__(self, setup, strategy):
         super().__init__(setup)
@@ -89,7 +88,7 @@ class RoundDriver(EpochStrategy):
     def scalar_lag(self):
         """1, or 0 with ``balance``: the next epoch is dealt with this
         one's measurements."""
-        return 0 if self.setup.params["balance"] else 1
+        return 0 if self.setup.params.balance else 1
 
     def submit_epoch(self, epoch, lr, last, want_model, want_readable=False):
         setup = self.setup
@@ -128,7 +127,7 @@ class RoundDriver(EpochStrategy):
         return _snapshot.snapshot(self._model(), self.carry())
 
     def carry(self):
-        keep = self.setup.params["optimizer_state"]
+        keep = self.setup.params.optimizer_state
         carried = self.strategy.carry()
         if not isinstance(carried, dict) or not all(
                 isinstance(k, str) for k in carried):

@@ -49,13 +49,13 @@ class SyncStrategy(EpochStrategy):
 
     @classmethod
     def check_params(cls, params, name):
-        if params["merge"] == "sharded":
+        if params.own.merge == "sharded":
             _check_sharded(params, name)
-        if params["merge_delay"] == 0:
+        if params.own.merge_delay == 0:
             return
         for key, value, allowed in (
-                ("merge_precision", params["merge_precision"], "fp32"),
-                ("optimizer_state", params["optimizer_state"],
+                ("merge_precision", params.merge_precision, "fp32"),
+                ("optimizer_state", params.optimizer_state,
                  "keep' or 'reset")):
             if value == "average" or (key == "merge_precision"
                                       and value != "fp32"):
@@ -69,7 +69,7 @@ class SyncStrategy(EpochStrategy):
     def __init__(self, setup):
         super().__init__(setup)
         n = setup.n_workers
-        self.sharded = setup.params.get("merge") == "sharded" and n > 1
+        self.sharded = setup.params.own.merge == "sharded" and n > 1
         # The global model: whole (a future), or, after a sharded merge
         # without an outer step, its `shards`, joined into `state` only
         # when something reads it whole (None until then). Sharded, the
@@ -85,7 +85,7 @@ class SyncStrategy(EpochStrategy):
         # sharded entries joined for carry(), once per round.
         self.outer = dict(setup.carried.state)
         self.joined = {}
-        self.delay = setup.params.get("merge_delay", 0)
+        self.delay = setup.params.own.merge_delay
         # merge_delay=1: the replicas of the last merge, whose correction
         # the next round's starts take (None before the first merge).
         self.merged_replicas = None
@@ -96,7 +96,7 @@ class SyncStrategy(EpochStrategy):
         one's measurements. Waiting costs little here: the counts arrive
         when training ends, while the merge, which the next epoch waits
         for anyway, still runs."""
-        return 0 if self.setup.params["balance"] else 1
+        return 0 if self.setup.params.balance else 1
 
     def submit_epoch(self, epoch, lr, last, want_model, want_readable=False):
         setup = self.setup
@@ -196,7 +196,7 @@ class SyncStrategy(EpochStrategy):
         return self.state
 
     def carry(self):
-        keep = self.setup.params["optimizer_state"]
+        keep = self.setup.params.optimizer_state
         optims = None if keep == "reset" else (
             self.optims if keep == "keep" else self.optims[:1])
         return Carry(optims, self._outer_whole())
@@ -226,14 +226,14 @@ class SyncStrategy(EpochStrategy):
         setup, p = self.setup, self.setup.params
         lifetimes = setup.lifetimes
         weights = counts
-        if p["balance"]:
+        if p.balance:
             # An uneven deal is for speed only: every replica weighs the
             # same (see docs/strategies.md, "balance=True").
             weights = [1] * len(counts)
         if self.sharded:
             self._merge_sharded(weights, stats)
             return True
-        average_optims = p["optimizer_state"] == "average"
+        average_optims = p.optimizer_state == "average"
         replicas, replica_optims = self.states, self.optims
         step = _reduce.outer_step_of(p, setup.param_keys)
         # The tree's root takes the outer step too (one task less); one
@@ -242,7 +242,7 @@ class SyncStrategy(EpochStrategy):
         merged, merged_optim, new_outer = _reduce.submit_merge(
             replicas, replica_optims if average_optims else None, weights,
             lifetimes, stats, self.state,
-            deltas=p["merge_precision"] != "fp32",
+            deltas=p.merge_precision != "fp32",
             outer=(step, self.outer.get(step.key), setup.task_components)
             if folded else None)
         if folded:
@@ -324,13 +324,14 @@ class SyncStrategy(EpochStrategy):
 def _check_sharded(params, name):
     """What ``merge="sharded"`` does not combine with, refused when the
     fit starts."""
-    for key, allowed in (("merge_delay", (0,)),
-                         ("merge_precision", ("fp32",)),
-                         ("optimizer_state", ("keep", "reset"))):
-        if params[key] not in allowed:
+    for key, value, allowed in (
+            ("merge_delay", params.own.merge_delay, (0,)),
+            ("merge_precision", params.merge_precision, ("fp32",)),
+            ("optimizer_state", params.optimizer_state, ("keep", "reset"))):
+        if value not in allowed:
             shown = " or ".join(repr(a) for a in allowed)
             raise InvalidParameterError(
                 f"{name} takes merge='sharded' only with {key}={shown}: "
                 f"the shards merge the replicas' float32 state dicts, "
                 f"and nothing else. Got merge='sharded' and "
-                f"{key}={params[key]!r}; use merge='tree' for it.")
+                f"{key}={value!r}; use merge='tree' for it.")

@@ -58,12 +58,12 @@ def submit_recompute(setup, model, epoch, blocks):
         Each worker's blocks in that epoch.
     """
     p = setup.params
-    task_fn = _statistics_task_for(p["device"])
+    task_fn = _statistics_task_for(p.device)
     statistics, counts = [], []
     for w, (x_blocks, _) in enumerate(blocks):
         found, n_batches = task_fn(
-            setup.task_components, model, x_blocks, p["batch_size"],
-            setup.output, str(p["device"]),
+            setup.task_components, model, x_blocks, p.batch_size,
+            setup.output, str(p.device),
             setup.data.train_seed(epoch, w))
         statistics.append(found)
         counts.append(n_batches)

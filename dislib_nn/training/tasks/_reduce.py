@@ -223,8 +223,8 @@ def has_outer_step(params):
     """Whether a merge is followed by an outer step (an
     ``outer_optimizer``, or ``outer_lr`` / ``outer_momentum`` other than
     plain averaging)."""
-    return params["outer_optimizer"] is not None or \
-        params["outer_lr"] != 1.0 or params["outer_momentum"] != 0.0
+    return params.outer_optimizer is not None or \
+        params.outer_lr != 1.0 or params.outer_momentum != 0.0
 
 
 def _sum_models(models, counts, stats, deltas=False):
@@ -279,9 +279,9 @@ def outer_step_of(params, keys):
     averaging (see :func:`has_outer_step`)."""
     if not has_outer_step(params):
         return None
-    return OuterStep(params["outer_optimizer"] is not None,
-                     float(params["outer_lr"]),
-                     float(params["outer_momentum"]), list(keys))
+    return OuterStep(params.outer_optimizer is not None,
+                     float(params.outer_lr),
+                     float(params.outer_momentum), list(keys))
 
 
 def submit_merge(models, optims, counts, lifetimes, stats, previous,
