@@ -50,19 +50,28 @@ from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# name: (inputs, hidden widths, classes)
-MODELS = {
+# The MLPs, name: (inputs, hidden widths, classes), trained on
+# make_classification rows.
+MLPS = {
     # 1024-2048-1024-10: 4,207,626 parameters, 16.8 MB in float32
     "mlp4m": (1024, (2048, 1024), 10),
-    # 32-64-4: for tests
+    # 32-64-4 (2,372 parameters): the scaling benchmark's MLP
+    # (bench_scaling.SmallMLP); the smoke test's
     "tiny": (32, (64,), 4),
 }
+#: Every model by name: the MLPs and ``cnn``, the accuracy benchmark's
+#: CNN (``_common.CNN``: 26,154 parameters, 105 KB) on its synthetic
+#: 3x32x32 images (``_common.pattern_images``).
+MODELS = sorted(list(MLPS) + ["cnn"])
 
 
 def build_model(name, seed):
     """The model ``name`` of :data:`MODELS`, initialised from ``seed``."""
-    n_in, hidden, n_out = MODELS[name]
     torch.manual_seed(seed)
+    if name == "cnn":
+        from _common import CNN
+        return CNN()
+    n_in, hidden, n_out = MLPS[name]
     layers, width = [], n_in
     for h in hidden:
         layers += [nn.Linear(width, h), nn.ReLU()]
@@ -72,8 +81,12 @@ def build_model(name, seed):
 
 def make_data(name, n_train, n_test, seed):
     """(X, y, X_test, y_test) for model ``name``: float32 and int64."""
+    if name == "cnn":
+        from _common import pattern_images
+        X, X_test, y, y_test = pattern_images(n_train, n_test, seed)
+        return tuple(torch.from_numpy(a) for a in (X, y, X_test, y_test))
     from sklearn.datasets import make_classification
-    n_in, _, n_out = MODELS[name]
+    n_in, _, n_out = MLPS[name]
     X, y = make_classification(
         n_samples=n_train + n_test, n_features=n_in,
         n_informative=max(4, min(64, n_in // 4)), n_redundant=0,
@@ -322,7 +335,7 @@ def _parser():
     parser.add_argument("--master", help="ADDR:PORT of rank 0 (rank mode)")
     parser.add_argument("--iface", default="eth0",
                         help="GLOO_SOCKET_IFNAME (rank mode)")
-    parser.add_argument("--model", choices=sorted(MODELS), default="mlp4m")
+    parser.add_argument("--model", choices=MODELS, default="mlp4m")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch", type=int, default=64,
                         help="rows per rank per step")

@@ -1,10 +1,12 @@
 """Time to accuracy against DDP across real (shaped) links.
 
-Every contender trains the same model (``_ddp.MODELS[--model]``, by
-default ``mlp4m``: 1024-2048-1024-10, 4.2 M parameters, 16.8 MB float32)
-on the same ``make_classification`` rows (``_ddp.make_data``, seed
-``--seed``), batch ``--batch`` per replica, SGD at ``--lr`` with momentum
-``--momentum``, for ``--epochs`` epochs:
+Every contender trains the same model (``--model``, one of
+``_ddp.MODELS``: by default ``mlp4m``, 1024-2048-1024-10, 4.2 M
+parameters, 16.8 MB float32, on ``make_classification`` rows; ``tiny``,
+the scaling benchmark's 32-64-4 MLP; ``cnn``, the accuracy benchmark's
+CNN on its synthetic 3x32x32 images) on the same rows
+(``_ddp.make_data``, seed ``--seed``), batch ``--batch`` per replica,
+SGD at ``--lr`` with momentum ``--momentum``, for ``--epochs`` epochs:
 
 ``single``      plain PyTorch, one process, one thread, no testbed: its
                 test accuracy at ``--epochs`` minus 1 point is the target;
@@ -43,6 +45,14 @@ counters at each epoch's end. The library's compute-only floor is its
 training tasks' own compute time (``history_[i]["worker_compute_s"]``,
 the slowest worker per epoch), from the same run.
 
+``--links`` takes tc rates (``1gbit``, ``300mbit``...) and the names
+``10gbe`` and ``1gbe``: the rate at which DDP's r (below) is the paper's
+cluster's for this model and node count, computed from the unshaped
+cell's DDP step (:func:`regime_rate`) and printed. With
+``--data-on-workers`` the estimators' workers read their rows from .npy
+files (``load_npy``) instead of receiving them from the master, as
+DDP's ranks make theirs.
+
 Per node count and link it prints the measured link rate, r = DDP's
 communication time per step / its compute time per step (which cluster
 the row stands for), and per contender the time to target, the accuracy
@@ -74,8 +84,8 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _ddp import (accuracy, build_model, epoch_order,  # noqa: E402
-                  make_data, run_ddp)
+from _ddp import (MODELS, accuracy, build_model,  # noqa: E402
+                  epoch_order, make_data, run_ddp)
 
 # The link rates that keep DDP's r = communication / compute per step of
 # mlp4m near a cluster's (docs/REALNET: 1gbit gives r ~ 3 at 2 nodes,
@@ -84,6 +94,26 @@ from _ddp import (accuracy, build_model, epoch_order,  # noqa: E402
 REGIMES = {2: {"1gbit": "10 GbE", "100mbit": "1 GbE"},
            4: {"500mbit": "10 GbE", "50mbit": "1 GbE"}}
 PAPER_R = {"InfiniBand": 0.14, "10 GbE": 2.8, "1 GbE": 28.0}
+#: Links named by the cluster whose ratio they stand for, for any model:
+#: the rate is computed from the unshaped cell (:func:`regime_rate`).
+REGIME_LINKS = {"10gbe": "10 GbE", "1gbe": "1 GbE"}
+
+
+def regime_rate(ddp, regime, nodes):
+    """The link rate (``"NNNkbit"``) at which DDP's r is the paper's for
+    ``regime``, from DDP's unshaped row ``ddp``: its ring all-reduce
+    sends 2(P - 1)/P model sizes per rank and step, and what its
+    communication cost unshaped (its r there, latency and CPU) is
+    counted in, so the link adds the rest:
+    B = 2(P - 1)/P x M / ((r_paper - r_unshaped) x compute per step)."""
+    extra = PAPER_R[regime] - ddp["r"]
+    if extra <= 0:
+        raise SystemExit(
+            f"DDP's r unshaped ({ddp['r']:.2f}) is already above "
+            f"{regime}'s ({PAPER_R[regime]}): no link rate reproduces it")
+    bits = 2 * (nodes - 1) / nodes * ddp["model_bytes"] * 8 \
+        / (extra * ddp["nosync_step_seconds"])
+    return f"{max(1, round(bits / 1e3))}kbit"
 
 
 # ------------------------------------------------------------ single
@@ -168,8 +198,7 @@ def run_child(args):
             self.samples.append((time.perf_counter(), _wire_bytes()))
 
     torch.set_num_threads(1)
-    X, y, X_test, y_test = make_data(args.model, args.n_train, args.n_test,
-                                     args.seed)
+    X, y, X_test, y_test = _child_data(args)
     kind = {"sync": dislib_nn.SyncEpochAveragingClassifier,
             "async": dislib_nn.AsyncEpochAveragingClassifier}[args.child]
     wire = WireCounter()
@@ -179,11 +208,11 @@ def run_child(args):
                lr=args.lr, batch_size=args.batch,
                n_epochs=args.child_epochs, n_workers=args.nodes,
                random_state=args.seed,
-               validation_data=(X_test.numpy(), y_test.numpy()),
+               validation_data=(X_test, y_test),
                callbacks=[("wire", wire), ("stop", StopAtTarget())],
                **setting)
     before, start = _wire_bytes(), time.perf_counter()
-    clf.fit(X.numpy(), y.numpy())
+    clf.fit(X, y)
     wall, after = time.perf_counter() - start, _wire_bytes()
     history = clf.history_
     report = {"contender": args.child + (f" {args.child_setting}"
@@ -191,8 +220,7 @@ def run_child(args):
               "setting": setting, "fit_seconds": wall,
               "fit_bytes": after - before,
               "epoch_end_bytes": [b - before for _, b in wire.samples[1:]],
-              "test_accuracy": float(clf.score(X_test.numpy(),
-                                               y_test.numpy())),
+              "test_accuracy": float(clf.score(X_test, y_test)),
               "schedule": history[0].get("schedule"), "epochs": []}
     for h in history:
         report["epochs"].append({
@@ -204,6 +232,34 @@ def run_child(args):
     with open(args.child_json, "w") as f:
         json.dump(report, f, indent=1)
     return 0
+
+
+def _child_data(args):
+    """The child's ``X, y, X_test, y_test``: arrays made here, or with
+    ``--data-on-workers`` DsTensors whose blocks the workers read from
+    the files the driver wrote (:func:`write_data`), one block per node,
+    so that no row leaves the master."""
+    if not args.child_data:
+        return tuple(a.numpy() for a in make_data(
+            args.model, args.n_train, args.n_test, args.seed))
+    from dislib_nn.data import load_npy
+    return tuple(load_npy(os.path.join(args.child_data, f"{name}.npy"),
+                          n_blocks=args.nodes)
+                 for name in _DATA_FILES)
+
+
+_DATA_FILES = ("X", "y", "X_test", "y_test")
+
+
+def write_data(args):
+    """Write the run's data as .npy files in ``args.tmp`` (which every
+    node reads: the namespaces share the file system); the folder."""
+    folder = os.path.join(args.tmp, "data")
+    os.makedirs(folder)
+    for name, values in zip(_DATA_FILES, make_data(
+            args.model, args.n_train, args.n_test, args.seed)):
+        np.save(os.path.join(folder, f"{name}.npy"), values.numpy())
+    return folder
 
 
 def run_estimator(tb, args, kind, setting="", epochs=None, target=2.0):
@@ -218,6 +274,8 @@ def run_estimator(tb, args, kind, setting="", epochs=None, target=2.0):
             "--n-test", args.n_test, "--batch", args.batch,
             "--lr", args.lr, "--momentum", args.momentum,
             "--seed", args.seed]
+    if args.data_folder:
+        argv += ["--child-data", args.data_folder]
     before = tb.counters()
     done = tb.run(argv, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -287,6 +345,7 @@ def ddp_report(raw, label):
             "bytes": sum(b["tx_bytes"] for b in raw["bytes"].values()),
             "steps_per_epoch": raw["steps_per_epoch"],
             "step_seconds": float(step), "nosync_step_seconds": float(nosync),
+            "model_bytes": raw["model_bytes"],
             "r": float((step - nosync) / nosync)}
 
 
@@ -418,7 +477,7 @@ def judge(cells, nodes):
             ddp = pick_ddp(cell["contenders"])
         if not ddp:
             continue
-        regime = regimes.get(cell["rate"])
+        regime = cell.get("regime", regimes.get(cell["rate"]))
         for row in cell["contenders"]:
             name = row["contender"]
             if name.startswith("ddp") or name == "single":
@@ -453,7 +512,8 @@ def print_tables(cells, nodes, target):
     print(f"\n=== {nodes} nodes: target accuracy {target:.4f}")
     for cell in cells:
         r = cell.get("r")
-        regime = REGIMES.get(nodes, {}).get(cell["rate"], "")
+        regime = cell.get("regime") or \
+            REGIMES.get(nodes, {}).get(cell["rate"], "")
         print(f"\nlink {cell['rate']} ({cell['link_mbit_per_s']:.0f} Mbit/s "
               f"measured): DDP r = comm/compute per step = "
               + ("-" if r is None else f"{r:.2f}")
@@ -553,6 +613,19 @@ def main(argv=None):
         shutil.rmtree(args.tmp, ignore_errors=True)
 
 
+def _regime_link(unshaped, regime, nodes):
+    """The rate standing for ``regime``, printed; DDP must have run."""
+    ddp = [c for c in unshaped["contenders"]
+           if c["contender"].startswith("ddp")]
+    if not ddp:
+        raise SystemExit(f"a link named {regime} needs DDP unshaped: its "
+                         f"rate comes from DDP's measured step")
+    rate = regime_rate(pick_ddp(ddp), regime, nodes)
+    print(f"\n{regime}'s ratio (r = {PAPER_R[regime]}) for this model at "
+          f"{nodes} nodes: {rate}", flush=True)
+    return rate
+
+
 def _run(args):
     """The runs and the tables, once the testbed can be built."""
     print("\nsingle-process PyTorch (the reference):", flush=True)
@@ -563,6 +636,7 @@ def _run(args):
           f"single reaches it at epoch {single['epochs_to_target']}, "
           f"{_fmt(single['time_to_target'])} s", flush=True)
     cells, unshaped = [], None
+    args.data_folder = write_data(args) if args.data_on_workers else None
     if "none" in args.links:
         args.links.remove("none")
         args.links.insert(0, "none")
@@ -570,7 +644,11 @@ def _run(args):
         if rate != "none" and unshaped is None:
             raise SystemExit("the unshaped link must run first (DDP's "
                              "epochs to target come from it)")
+        regime = REGIME_LINKS.get(rate.lower())
+        if regime:
+            rate = _regime_link(unshaped, regime, args.nodes)
         cell = run_link(args, rate, target, unshaped)
+        cell["regime"] = regime or REGIMES.get(args.nodes, {}).get(rate)
         if rate == "none":
             unshaped = cell
             ddp = [c for c in cell["contenders"]
@@ -612,7 +690,13 @@ def _parser():
     p.add_argument("--async-setting", default="",
                    help="key=value,... for asynchronous rows (contender "
                         "async-setting); several separated by ';'")
-    p.add_argument("--model", default="mlp4m")
+    p.add_argument("--model", default="mlp4m", choices=MODELS)
+    p.add_argument("--data-on-workers", action="store_true",
+                   help="the estimators' workers read the rows from .npy "
+                        "files (load_npy, one block per node) instead of "
+                        "receiving them from the master, as DDP's ranks "
+                        "make theirs: what a cluster's shared file system "
+                        "gives")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--max-epochs", type=int, default=20,
                    help="unshaped DDP and every full estimator fit run "
@@ -644,6 +728,7 @@ def _parser():
     p.add_argument("--child-setting", default="", help=argparse.SUPPRESS)
     p.add_argument("--child-epochs", type=int, help=argparse.SUPPRESS)
     p.add_argument("--child-target", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--child-data", help=argparse.SUPPRESS)
     return p
 
 

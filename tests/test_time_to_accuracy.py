@@ -33,8 +33,9 @@ def test_time_to_accuracy_smoke(tmp_path):
     out = tmp_path / "tta.json"
     try:
         done = subprocess.run(
-            [sys.executable, "time_to_accuracy.py", "--smoke", "--prefix",
-             prefix, "--json", str(out)], cwd=BENCHMARKS,
+            [sys.executable, "time_to_accuracy.py", "--smoke", "--links",
+             "none,100mbit,1gbe", "--prefix", prefix, "--json", str(out)],
+            cwd=BENCHMARKS,
             capture_output=True, text=True, timeout=600)
     finally:
         testbed.cleanup(prefix)
@@ -45,8 +46,16 @@ def test_time_to_accuracy_smoke(tmp_path):
     single = report["single"]["epochs"]
     assert report["target"] == pytest.approx(single[-1]["test_accuracy"]
                                              - 0.01)
-    unshaped, shaped = report["cells"]
+    unshaped, shaped, regime = report["cells"]
     assert [unshaped["rate"], shaped["rate"]] == ["none", "100mbit"]
+    # A link named by its regime ran at the rate computed from the
+    # unshaped DDP step, and is judged as that regime.
+    tta = load_file(os.path.join(BENCHMARKS, "time_to_accuracy.py"))
+    assert regime["rate"] == tta.regime_rate(
+        tta.pick_ddp(unshaped["contenders"]), "1 GbE", 2)
+    assert regime["regime"] == "1 GbE"
+    assert {v["regime"] for v in report["verdicts"]
+            if v["link"] == regime["rate"]} == {"1 GbE"}
     names = {c["contender"] for c in unshaped["contenders"]}
     assert {"ddp-linear", "sync", "async"} <= names
     for cell in report["cells"]:

@@ -55,3 +55,62 @@ def test_every_estimator_row_is_judged_against_the_better_ddp(tta):
 def test_a_cell_without_ddp_is_not_judged(tta):
     cells = [{"rate": "none", "contenders": [_row("sync", 5.0)]}]
     assert tta.judge(cells, 2) == []
+
+
+def test_a_regime_link_is_judged_as_its_regime(tta):
+    """A link named 10gbe runs at a computed rate; the cell keeps the
+    regime, which the rate alone would not give."""
+    cells = [
+        {"rate": "none", "contenders": [
+            _row("ddp-linear", 10.0), _row("sync", 12.0)]},
+        {"rate": "12345kbit", "regime": "10 GbE", "contenders": [
+            _row("ddp-linear", 40.0),
+            _row("sync", 16.0, floor_to_target=15.0)]}]
+    got = {(v["link"], v["target"].split(": ", 1)[1]): v["value"]
+           for v in tta.judge(cells, 2)}
+    assert got[("12345kbit", "time to target <= 0.5 x DDP's")] == \
+        pytest.approx(0.4)
+    assert ("12345kbit", "time to target <= 1.3 x its compute floor") \
+        in got
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_the_regime_rate_gives_the_paper_s_ratio(tta, nodes):
+    """At the computed rate B the ring all-reduce's 2(P - 1)/P model
+    sizes take (r_paper - r_unshaped) x the compute of a step."""
+    ddp = {"r": 0.5, "model_bytes": 105_000, "nosync_step_seconds": 0.025}
+    for regime, r in (("10 GbE", 2.8), ("1 GbE", 28.0)):
+        rate = tta.regime_rate(ddp, regime, nodes)
+        assert rate.endswith("kbit")
+        bits_per_s = float(rate[:-4]) * 1e3
+        sent = 2 * (nodes - 1) / nodes * ddp["model_bytes"] * 8
+        comm = sent / bits_per_s
+        assert comm / ddp["nosync_step_seconds"] + ddp["r"] == \
+            pytest.approx(r, rel=1e-3)
+
+
+def test_no_rate_reproduces_a_ratio_below_the_unshaped_one(tta):
+    ddp = {"r": 3.5, "model_bytes": 1000, "nosync_step_seconds": 0.001}
+    with pytest.raises(SystemExit, match="already above"):
+        tta.regime_rate(ddp, "10 GbE", 2)
+
+
+def test_data_on_workers_are_the_rows_the_arrays_hold(tta, tmp_path):
+    """--data-on-workers: the child's DsTensors, read from the files the
+    driver wrote, hold the rows the child makes itself without it."""
+    from dislib_nn import runtime
+
+    args = tta._parser().parse_args(
+        ["--model", "tiny", "--n-train", "96", "--n-test", "32"])
+    args.tmp, args.child_data = str(tmp_path), None
+    arrays = tta._child_data(args)
+    args.child_data = tta.write_data(args)
+    runtime.set_backend("sequential")
+    try:
+        tensors = tta._child_data(args)
+        for array, tensor in zip(arrays, tensors):
+            got = tensor.collect().numpy()
+            assert tensor.n_blocks == args.nodes
+            assert got.dtype == array.dtype and (got == array).all()
+    finally:
+        runtime.set_backend("local")
