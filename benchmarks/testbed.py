@@ -78,6 +78,11 @@ import time
 SUBNET = "10.213.0"
 IFACE = "eth0"
 DASK_PORT = 8786
+# The workers' nannies leave glibc's malloc thresholds alone (dask sets
+# MALLOC_TRIM_THRESHOLD_ by default, which doubled a small CNN's step
+# time here; docs/hpc.md, "Workers' malloc").
+WORKER_ENV = {"DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON":
+              "{'MALLOC_TRIM_THRESHOLD_': None}"}
 MAX_NODES = 253                 # node i is .(i + 2); .1 is the master
 DEFAULT_PREFIX = "dnt"
 
@@ -575,14 +580,16 @@ class Testbed:
                 python, "-m", "distributed.cli.dask_worker",
                 self.scheduler_address, "--host", addr, "--nthreads", "1",
                 "--nworkers", "1", "--no-dashboard", "--local-directory",
-                os.path.join(self._tmpdir, f"worker-{i}"), *resources])
+                os.path.join(self._tmpdir, f"worker-{i}"), *resources],
+                env=WORKER_ENV)
         self._wait_for_workers()
 
-    def _daemon(self, label, node, argv):
+    def _daemon(self, label, node, argv, env=None):
         log = os.path.join(self._tmpdir, label.replace(" ", "-") + ".log")
         with open(log, "w") as f:
-            proc = self.run(argv, node=node, background=True, stdout=f,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            proc = self.run(argv, node=node, env=env, background=True,
+                            stdout=f, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
         self._daemons.append((label, proc, log))
         self._say(f"started {label} in {self._namespace(node)} "
                   f"(pid {proc.pid})")

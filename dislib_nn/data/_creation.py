@@ -5,6 +5,7 @@ import torch
 
 from dislib_nn.data import _tasks
 from dislib_nn.data import _validation as v
+from dislib_nn.data._placing import per_block
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
 from dislib_nn.runtime import delete_object, n_workers, shared_empty
@@ -45,17 +46,18 @@ def from_array(data, block_size=None, n_blocks=None):
                           "from_array", n_workers())
     bounds = v.offsets(sizes)
     sample = tuple(data.shape[1:])
-    blocks = []
-    for i, rows in enumerate(sizes):
-        block = shared_empty((rows,) + sample, dtype)
+    def make(i):
+        block = shared_empty((sizes[i],) + sample, dtype)
         if isinstance(data, np.ndarray):
             _tasks._as_numpy(block)[...] = data[bounds[i]:bounds[i + 1]]
         else:
             block.copy_(data[bounds[i]:bounds[i + 1]].detach())
-        blocks.append(_tasks._to_block(block))
+        made = _tasks._to_block(block)
         # The runtime keeps its own copy of the argument (under COMPSs, a
         # file it tracks): let it go once the task has read it.
         delete_object(block)
+        return made
+    blocks = per_block(len(sizes), make)
     return DsTensor._from_blocks(blocks, sizes, sample, dtype)
 
 
@@ -86,9 +88,8 @@ def random(shape, block_size=None, n_blocks=None, random_state=None,
     sizes = v.block_sizes(n_rows, block_size, n_blocks, "random",
                           n_workers())
     seeds = v.seed_sequence(random_state, "random").spawn(len(sizes))
-    blocks = [_tasks._random_block((rows,) + sample,
-                                   int(seed.generate_state(1)[0]), dtype)
-              for rows, seed in zip(sizes, seeds)]
+    blocks = per_block(len(sizes), lambda i: _tasks._random_block(
+        (sizes[i],) + sample, int(seeds[i].generate_state(1)[0]), dtype))
     return DsTensor._from_blocks(blocks, sizes, sample, dtype)
 
 
@@ -101,7 +102,8 @@ def zeros(shape, block_size=None, n_blocks=None, dtype=torch.float32):
     dtype = v.torch_dtype(dtype, "dtype", "zeros")
     sizes = v.block_sizes(n_rows, block_size, n_blocks, "zeros",
                           n_workers())
-    blocks = [_tasks._zeros_block((rows,) + sample, dtype) for rows in sizes]
+    blocks = per_block(len(sizes), lambda i: _tasks._zeros_block(
+        (sizes[i],) + sample, dtype))
     return DsTensor._from_blocks(blocks, sizes, sample, dtype)
 
 

@@ -23,6 +23,7 @@ import torch
 
 from dislib_nn.data import _validation as v
 from dislib_nn.data._creation import from_array
+from dislib_nn.data._placing import per_block
 from dislib_nn.data._tasks import _read_dataset_rows, _torch_dtype
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.runtime import by_value, n_workers
@@ -75,9 +76,9 @@ def from_dataset(dataset, block_size=None, n_blocks=None):
               for k, value in enumerate(first))
     wire = _wire(dataset, "from_dataset", "dataset")
     bounds = v.offsets(sizes)
-    blocks = [_read_dataset_rows(
+    blocks = per_block(len(sizes), lambda i: _read_dataset_rows(
         wire, int(bounds[i]), int(bounds[i + 1]), x0.shape, x0.dtype,
-        y0.shape, y0.dtype) for i in range(len(sizes))]
+        y0.shape, y0.dtype))
     return tuple(DsTensor._from_blocks(
         [b[k] for b in blocks], sizes, item.shape, _torch_dtype(item.dtype))
         for k, item in enumerate((x0, y0)))

@@ -14,6 +14,7 @@ import os
 
 from dislib_nn.data import _tasks
 from dislib_nn.data import _validation as v
+from dislib_nn.data._placing import per_block
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.exceptions import (DataFileError, InvalidParameterError,
                                   MissingDependencyError, ShapeError)
@@ -76,9 +77,8 @@ def load_hdf5(path, dataset, block_size=None, n_blocks=None):
     shape = _rows(shape, "load_hdf5", f"'dataset' = {dataset!r}")
     sizes = _sizes(shape[0], chunks, block_size, n_blocks, "load_hdf5")
     bounds = v.offsets(sizes)
-    blocks = [_tasks._read_hdf5_rows(path, dataset, int(bounds[i]),
-                                     int(bounds[i + 1]))
-              for i in range(len(sizes))]
+    blocks = per_block(len(sizes), lambda i: _tasks._read_hdf5_rows(
+        path, dataset, int(bounds[i]), int(bounds[i + 1])))
     return DsTensor._from_blocks(blocks, sizes, shape[1:], dtype)
 
 
@@ -161,9 +161,8 @@ def load_zarr(path, component=None, block_size=None, n_blocks=None):
     sizes = _sizes(shape[0], node.chunks, block_size, n_blocks,
                    "load_zarr")
     bounds = v.offsets(sizes)
-    blocks = [_tasks._read_zarr_rows(path, component, int(bounds[i]),
-                                     int(bounds[i + 1]))
-              for i in range(len(sizes))]
+    blocks = per_block(len(sizes), lambda i: _tasks._read_zarr_rows(
+        path, component, int(bounds[i]), int(bounds[i + 1])))
     return DsTensor._from_blocks(blocks, sizes, shape[1:], dtype)
 
 

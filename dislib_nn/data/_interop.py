@@ -13,6 +13,7 @@ import torch
 
 from dislib_nn.data import _tasks
 from dislib_nn.data import _validation as v
+from dislib_nn.data._placing import per_block
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.exceptions import InvalidParameterError
 from dislib_nn.runtime import uses_pycompss, wait_on
@@ -53,7 +54,8 @@ def from_ds_array(a, dtype=None):
         np_dtype = np.dtype(_torch_to_numpy(
             v.torch_dtype(dtype, "dtype", "from_ds_array")))
     torch_dtype = v.numpy_to_torch_dtype(np_dtype, "a", "from_ds_array")
-    blocks = [_tasks._from_grid_row(row, np_dtype) for row in grid]
+    blocks = per_block(len(grid), lambda i: _tasks._from_grid_row(
+        grid[i], np_dtype))
     return DsTensor._from_blocks(blocks, sizes, (n_features,), torch_dtype)
 
 

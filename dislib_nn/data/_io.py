@@ -13,6 +13,7 @@ import numpy as np
 
 from dislib_nn.data import _tasks
 from dislib_nn.data import _validation as v
+from dislib_nn.data._placing import per_block
 from dislib_nn.data._tensor import DsTensor
 from dislib_nn.exceptions import DataFileError, InvalidParameterError, \
     ShapeError
@@ -50,9 +51,8 @@ def load_npy(path, block_size=None, n_blocks=None):
     sizes = v.block_sizes(shape[0], block_size, n_blocks, "load_npy",
                           n_workers())
     bounds = v.offsets(sizes)
-    blocks = [_tasks._read_npy_rows(path, int(bounds[i]),
-                                    int(bounds[i + 1]))
-              for i in range(len(sizes))]
+    blocks = per_block(len(sizes), lambda i: _tasks._read_npy_rows(
+        path, int(bounds[i]), int(bounds[i + 1])))
     return DsTensor._from_blocks(blocks, sizes, shape[1:], dtype)
 
 

@@ -13,7 +13,7 @@ import zipfile
 
 import torch
 
-from dislib_nn.data import _tasks
+from dislib_nn.data import _placing, _tasks
 from dislib_nn.data import _validation as v
 from dislib_nn.data._io import _header
 from dislib_nn.data._tensor import DsTensor
@@ -143,12 +143,12 @@ def _from_files(paths, per_block, caller, name, with_pt):
                 f"{first_dtype} but {name}[{k}] = {path} holds {dtype}.")
     groups = [headers[i:i + per_block]
               for i in range(0, len(headers), per_block)]
-    blocks, sizes = [], []
-    for group in groups:
-        rows = [shape[0] for _, shape, _ in group]
-        blocks.append(_tasks._read_shards([p for p, _, _ in group], rows,
-                                          first_shape[1:], first_dtype))
-        sizes.append(sum(rows))
+    rows = [[shape[0] for _, shape, _ in group] for group in groups]
+    blocks = _placing.per_block(
+        len(groups), lambda i: _tasks._read_shards(
+            [p for p, _, _ in groups[i]], rows[i], first_shape[1:],
+            first_dtype))
+    sizes = [sum(r) for r in rows]
     return DsTensor._from_blocks(blocks, sizes, first_shape[1:],
                                  first_dtype)
 

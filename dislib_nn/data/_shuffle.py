@@ -29,8 +29,10 @@ import numpy as np
 from dislib_nn.data import _rows, _tasks
 from dislib_nn.data import _validation as v
 from dislib_nn.data._lifetime import release
+from dislib_nn.data._placing import per_block
 from dislib_nn.exceptions import InvalidParameterError, ShapeError
-from dislib_nn.runtime import blocks_share_memory, n_workers, wait_on
+from dislib_nn.runtime import (blocks_share_memory, n_workers, placed,
+                               wait_on)
 
 #: The task graphs that move rows (the ``moves`` parameter): "gather"
 #: (one pass: a task reads every input block, where blocks share one
@@ -322,8 +324,9 @@ def _move(x, counts, labels, seeds, one_pass=None):
         for start in range(0, n_out, per_task):
             group = list(range(start, min(start + per_task, n_out)))
             out = _placeholders(len(group))
-            _tasks._shuffle_gather(x._blocks, index, group,
-                                   [merge_seeds[j] for j in group], out)
+            with placed(start, of=n_out):
+                _tasks._shuffle_gather(x._blocks, index, group,
+                                       [merge_seeds[j] for j in group], out)
             blocks[start:start + len(group)] = out
         release(index)
     else:
@@ -333,9 +336,9 @@ def _move(x, counts, labels, seeds, one_pass=None):
             _tasks._split(x._blocks[i], index[i], row)
             pieces.append(row)
         release(index)
-        blocks = [_tasks._merge([pieces[i][j] for i in range(n_in)],
-                                merge_seeds[j])
-                  for j in range(n_out)]
+        # Output block j is made where a fit trains block j of n_out.
+        blocks = per_block(n_out, lambda j: _tasks._merge(
+            [pieces[i][j] for i in range(n_in)], merge_seeds[j]))
         release(pieces)
     sizes = tuple(int(s) for s in counts.sum(axis=(0, 2)))
     return _rows._like(x, blocks, sizes)

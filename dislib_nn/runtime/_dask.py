@@ -146,15 +146,16 @@ class DaskExecutor:
                 node.task.spec.on_failure == "IGNORE"
             home = self._home(node)
             future = client.submit(
-                run_remote, self._send(client, header),
-                self._send(client, args),
-                [self._send(client, d) for d in deps], n_outputs,
+                run_remote, self._send(client, header, home),
+                self._send(client, args, home),
+                [self._send(client, d, home) for d in deps], n_outputs,
                 keep_status, node.time_out,
                 key=f"{node.name}-{next(self._keys)}",
                 resources=self._resources(node), pure=False,
                 priority=self._priority(node), workers=home,
                 allow_other_workers=home is not None)
-            parts = self._parts(client, node, future, n_outputs, keep_status)
+            parts = self._parts(client, node, future, n_outputs, keep_status,
+                                home)
         except Exception as exc:  # noqa: BLE001 - the cluster's own errors
             self.engine.fail(node, exc, retryable=False)
             return
@@ -169,15 +170,21 @@ class DaskExecutor:
         """dask's priority for ``@task(priority=True)``: higher first."""
         return 1 if node.priority else 0
 
-    def _parts(self, client, node, future, n_outputs, keep_status):
+    def _parts(self, client, node, future, n_outputs, keep_status, home):
         """The dask tasks that take each output out of the task's tuple,
-        submitted with it: the scheduler runs them where the tuple is as
-        soon as it exists, with no round trip through the master, and
-        readers of one output fetch that output alone."""
+        submitted with it: the scheduler runs them as soon as the tuple
+        exists, with no round trip through the master, and readers of
+        one output fetch that output alone. A placed task's parts prefer
+        its ``home``, where the tuple is made: otherwise a worker with an
+        empty queue may fetch the whole tuple to take one output."""
         if n_outputs < 2 and not keep_status:
             return None     # the task's own future is its one output
+        # Keys named after the task's, so that a transfer log or the
+        # dashboard tells whose output moved.
         return [client.submit(operator.getitem, future, i, pure=False,
-                              priority=self._priority(node))
+                              key=f"{future.key}-part{i}",
+                              priority=self._priority(node), workers=home,
+                              allow_other_workers=home is not None)
                 for i in range(n_outputs + keep_status)]
 
     def _home(self, node):
@@ -197,12 +204,15 @@ class DaskExecutor:
         return [self._addresses[_placement.node_index(
             node.home, len(self._addresses))]]
 
-    def _send(self, client, payload):
+    def _send(self, client, payload, home=None):
+        """A payload as the task's argument: its future, its bytes, or
+        large bytes scattered (to the task's ``home`` when it has one, so
+        that an array cut into blocks lands where its blocks are made)."""
         if isinstance(payload, Remote):
             return payload.future
         data = payload.data
         if len(data) >= SCATTER_MIN_BYTES:
-            return client.scatter(data, hash=False)
+            return client.scatter(data, hash=False, workers=home)
         return data
 
     def _resources(self, node):

@@ -39,6 +39,11 @@ dask scheduler \
   --no-dashboard &
 scheduler_pid=$!
 
+# The workers keep glibc's own malloc thresholds: by default a dask
+# nanny sets MALLOC_TRIM_THRESHOLD_, which can double a training step's
+# time (docs/hpc.md, "Workers' malloc").
+export DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON="{'MALLOC_TRIM_THRESHOLD_': None}"
+
 # One worker per GPU: SLURM gives each task its own GPU and cores, and
 # the worker advertises the GPU, so dislib_nn's training tasks ask for it.
 srun --ntasks="$N_WORKERS" --gpus-per-task=1 --cpus-per-task=18 \

@@ -177,6 +177,11 @@ def worker_pid():
     return os.getpid()
 
 
+@task(returns=1)
+def environment_variable(name):
+    return os.environ.get(name)
+
+
 @constraint(**GPU_TASK)
 @task(returns=1)
 def gpu_worker_pid():

@@ -8,6 +8,7 @@ through the ``backend`` fixture; these tests need a cluster of their own.
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -143,6 +144,82 @@ def test_each_replica_trains_on_its_own_worker_every_round(cluster):
     assert ran[2:] == workers * 2
 
 
+def _fetched(client, since=0.0):
+    """The tasks whose outputs each worker fetched from another since
+    ``since`` (``time.time()``), by worker (a task's outputs are parts
+    keyed "<task key>-part<i>")."""
+    return {w: {key.rpartition("-part")[0] or key
+                for t in log if t["start"] >= since for key in t["keys"]}
+            for w, log in client.run(lambda dask_worker: list(
+                dask_worker.transfer_incoming_log)).items()}
+
+
+def test_blocks_are_made_on_the_worker_of_their_index(cluster, tmp_path):
+    # Block i of n is made where replica i of n trains: loaded, cut
+    # from an array and shuffled there.
+    import numpy as np
+
+    import dislib_nn as dnn
+    _, client = cluster
+    path = str(tmp_path / "x.npy")
+    np.save(path, np.arange(4000, dtype=np.float32).reshape(1000, 4))
+    runtime.set_backend("dask", client=client)
+    try:
+        with distributed.get_task_stream(client=client) as stream:
+            loaded = dnn.load_npy(path, n_blocks=4)
+            cut = dnn.from_array(np.ones((1000, 4), np.float32), n_blocks=2)
+            shuffled = dnn.shuffle(loaded, random_state=0)
+            for x in (loaded, cut, shuffled):
+                wait_on([tasks.nbytes(b) for b in x.blocks])
+    finally:
+        use_backend("local")
+    first, second = sorted(client.run(os.getpid))
+    ran = {}
+    for r in stream.data:
+        name, _, number = r["key"].rpartition("-")
+        if number.isdigit():
+            ran.setdefault(name, []).append((int(number), r["worker"]))
+    where = {name: [w for _, w in sorted(pairs)]
+             for name, pairs in ran.items()}
+    assert where["_read_npy_rows"] == [first, first, second, second]
+    assert where["_to_block"] == [first, second]
+    assert where["_merge"] == [first, first, second, second]
+
+
+def test_a_small_model_trains_where_its_rows_are(cluster):
+    # shuffle="local" deals the blocks to the replicas anew every epoch;
+    # rows that outweigh the model stay where they were made and the
+    # replica goes to them: no block crosses between the workers.
+    import numpy as np
+    import torch
+
+    import dislib_nn
+    _, client = cluster
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2048, 64)).astype("float32")
+    y = (X[:, 0] > 0).astype(int)
+    runtime.set_backend("dask", client=client)
+    since = time.time()
+    try:
+        with distributed.get_task_stream(client=client) as stream:
+            x = dislib_nn.from_array(X, n_blocks=2)
+            yd = dislib_nn.from_array(y, n_blocks=2)
+            dislib_nn.SyncEpochAveragingClassifier(
+                module=torch.nn.Linear(64, 2), n_workers=2, n_epochs=6,
+                batch_size=256, random_state=0, shuffle="local").fit(x, yd)
+        fetched = _fetched(client, since)
+    finally:
+        use_backend("local")
+    blocks = {r["key"] for r in stream.data
+              if r["key"].startswith("_to_block-")
+              and r["key"].rpartition("-")[2].isdigit()}
+    trained = [r for r in stream.data
+               if r["key"].startswith("_train_epoch-")
+               and r["key"].rpartition("-")[2].isdigit()]
+    assert len(blocks) == 4 and len(trained) == 2 * 6
+    assert not blocks & set().union(*fetched.values())
+
+
 def test_replicas_sharing_a_worker_merge_there_first():
     # 4 replicas on 2 workers of 2 threads (a node with two GPUs, say):
     # replicas 0 and 1 train on the first worker, 2 and 3 on the second,
@@ -159,23 +236,25 @@ def test_replicas_sharing_a_worker_merge_there_first():
     try:
         ran = _records_of_a_fit(client, 4, sync_every=1)
         first, second = sorted(client.run(os.getpid))
+        fetched = _fetched(client)
     finally:
         client.close()
         cluster.close()
     # Rounds 2 and 3 (the first's may be moved: see the test above).
     assert [r["worker"] for r in ran["_train_epoch"][4:]] == \
         [first, first, second, second] * 2
-    # Each round: the pairs (0, 1) and (2, 3), then the root. The pairs
-    # fetch nothing: both replicas are where they merge. The root runs
-    # where replica 0 trained, and fetches the other pair's sum.
+    # No replica of those rounds crossed: each pair, (0, 1) and (2, 3),
+    # merged where both trained. The root ran where replica 0 trained
+    # and the other pair's sum came to it (to the root, or to a part of
+    # the pair's output run there).
+    replicas = {r["key"] for r in ran["_train_epoch"][4:]}
+    assert not replicas & (fetched[first] | fetched[second])
     merges = ran["_merge_pair"][3:]
     for k in (0, 3):
-        pairs, root = merges[k:k + 2], merges[k + 2]
-        for r in pairs:
-            assert not any(s["action"] == "transfer"
-                           for s in r["startstops"]), r
-        assert root["worker"] == first
-        assert any(s["action"] == "transfer" for s in root["startstops"])
+        (left, right), root = merges[k:k + 2], merges[k + 2]
+        assert (left["worker"], right["worker"], root["worker"]) == \
+            (first, second, first)
+        assert right["key"] in fetched[first]
 
 
 def test_gpu_tasks_run_only_on_workers_that_advertise_a_gpu():
@@ -216,6 +295,20 @@ def test_a_killed_worker_fails_its_task_with_worker_died_error():
                 wait_on(fut)
         # The cluster replaced the worker and keeps working.
         assert wait_on([tasks.add(i, 1) for i in range(4)]) == [1, 2, 3, 4]
+    finally:
+        use_backend("local")
+
+
+def test_the_local_cluster_s_workers_keep_glibc_s_malloc_thresholds():
+    # dask's nannies set MALLOC_TRIM_THRESHOLD_ by default, which slows
+    # training steps (docs/hpc.md, "Workers' malloc"): the LocalCluster
+    # the backend starts leaves it out, even after another cluster's
+    # nanny has set it in this process (the module's `cluster`).
+    runtime.set_backend("dask", n_workers=1)
+    try:
+        assert wait_on(tasks.environment_variable(
+            "MALLOC_TRIM_THRESHOLD_")) is None
+        assert wait_on(tasks.environment_variable("OMP_NUM_THREADS")) == "1"
     finally:
         use_backend("local")
 

@@ -37,6 +37,8 @@ tasks, from the sample counts and compute times the epoch loop already
 reads), so that workers finish together: see :func:`balanced_deal`.
 """
 
+import math
+
 import numpy as np
 
 from dislib_nn._user_warning import warn_user
@@ -237,6 +239,21 @@ class EpochData:
         """``(epoch, blocks)`` of the epoch dealt last (``blocks`` as
         :meth:`blocks` returned them), with ``keep_last``; else None."""
         return None if self._last is None else self._last[:2]
+
+    def block_home(self, epoch, worker):
+        """``(b, n)``: ``worker``'s first block of ``epoch`` is block ``b``
+        of ``n``, made on the node of replica ``b`` of ``n``
+        (:mod:`dislib_nn.data._placing`); None when it has no block."""
+        x, _ = self.prepare(epoch)
+        blocks = self.assignment(epoch)[worker]
+        return (blocks[0], x.n_blocks) if blocks else None
+
+    def block_bytes(self, epoch, worker):
+        """The bytes of ``worker``'s blocks of ``epoch``, X and y."""
+        x, y = self.prepare(epoch)
+        rows = sum(x.block_sizes[b] for b in self.assignment(epoch)[worker])
+        return rows * sum(math.prod(t.sample_shape) * t.dtype.itemsize
+                          for t in (x, y))
 
     def rows(self, epoch):
         """Rows per worker for ``epoch``."""

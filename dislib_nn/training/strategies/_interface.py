@@ -43,6 +43,8 @@ parameters included) and its tasks; the estimator class names it in
 
 from typing import NamedTuple
 
+import torch
+
 from dislib_nn.training.tasks._held import held
 from dislib_nn.training.tasks._report import TrainStats
 
@@ -143,6 +145,14 @@ class FitSetup:
     @property
     def n_workers(self):
         return self.data.n_workers
+
+    @property
+    def state_bytes(self):
+        """The bytes of the tensors of the model's state the fit starts
+        from."""
+        return sum(v.numel() * v.element_size()
+                   for v in self.state.values()
+                   if isinstance(v, torch.Tensor))
 
     def initial_optims(self):
         """Each worker's optimizer state at the start of the fit."""

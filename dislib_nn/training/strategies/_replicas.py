@@ -11,7 +11,7 @@ and lives here (reading what they reported is
 from dislib_nn import runtime
 from dislib_nn.training.tasks._sharded import ShardedModel
 
-__all__ = ["Trained", "submit_training"]
+__all__ = ["Trained", "submit_training", "home"]
 
 
 class Trained:
@@ -37,6 +37,31 @@ class Trained:
         self.optims = optims
         self.counts = counts
         self.stats = stats
+
+
+def home(setup, epoch, worker):
+    """Where replica ``worker`` trains ``epoch``: ``(node, of)`` for
+    :func:`dislib_nn.runtime.placed`.
+
+    On the replica's own node, replica ``worker`` of ``n_workers``, every
+    round: its optimizer state, its blocks and its shard of a sharded
+    merge stay there, and neighbours share a node when there are more
+    replicas than nodes, so that the merge tree's first pairs merge
+    there. Where its blocks are instead (block ``b`` of ``n`` is made on
+    the node of replica ``b`` of ``n``: :mod:`dislib_nn.data._placing`)
+    when they weigh more than what the replica carries from round to
+    round (its state and its optimizer state, taken as two models): the
+    task then goes to its data, as COMPSs sends a task to where most of
+    its inputs are. With one block per replica the two are one node but
+    for ``shuffle="local"``, which deals the blocks to the replicas anew
+    every epoch.
+    """
+    own = (worker, setup.n_workers)
+    block = setup.data.block_home(epoch, worker)
+    if block is not None and \
+            setup.data.block_bytes(epoch, worker) > 2 * setup.state_bytes:
+        return block
+    return own
 
 
 def submit_training(setup, blocks, inputs, epoch, lr, share=None,
@@ -88,10 +113,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
             base = (merge_from[w],)
         # A task's state is a list: one state dict, or a model's shards.
         parts = list(state) if isinstance(state, ShardedModel) else [state]
-        # Replica w trains on the same node every round: its optimizer
-        # state, blocks and shard stay there; neighbours share a node
-        # when there are more replicas than nodes, and merge there first.
-        with runtime.placed(w, of=setup.n_workers):
+        with runtime.placed(*home(setup, epoch, w)):
             out = setup.train_task(setup.task_components, parts, optim,
                                    x_blocks, y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):
