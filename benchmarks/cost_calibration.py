@@ -48,8 +48,20 @@ import math
 from _cost import cluster, ddp, epoch_averaging, measure_merge  # noqa: E402
 from _machine import print_header  # noqa: E402
 
-# mlp4m: 4,207,626 float32 parameters (benchmarks/_ddp.py).
-MODEL_BYTES = {"mlp4m": 4_207_626 * 4}
+# Float32 parameters of benchmarks/_ddp.py's models, for reports that
+# do not carry their model's size (those before the size was recorded).
+MODEL_BYTES = {"mlp4m": 4_207_626 * 4, "tiny": 2_372 * 4,
+               "cnn": 26_154 * 4}
+
+
+def model_bytes(report, default):
+    """The model's bytes as the report's DDP rows measured them, else
+    ``default``."""
+    for cell in report["cells"]:
+        for row in cell["contenders"]:
+            if row.get("model_bytes"):
+                return row["model_bytes"]
+    return default
 
 
 def _median(values):
@@ -141,14 +153,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("reports", nargs="+",
                    help="time_to_accuracy.py --json outputs")
-    p.add_argument("--model", default="mlp4m", choices=sorted(MODEL_BYTES))
+    p.add_argument("--model", default="mlp4m", choices=sorted(MODEL_BYTES),
+                   help="the model of reports that do not record its size")
     args = p.parse_args(argv)
     print_header("cost_calibration")
-    M = MODEL_BYTES[args.model]
     hs, overlaps = [], []
     for path in args.reports:
         with open(path) as f:
             report = json.load(f)
+        M = model_bytes(report, MODEL_BYTES[args.model])
         rows_h, overlap = calibrate(report, M)
         hs.append(rows_h.get("sync"))
         overlaps.append(overlap)
