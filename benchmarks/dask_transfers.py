@@ -98,7 +98,8 @@ def one_run(client, args, data, amm):
             for name in readers(stream, worker, start) or ["(no task)"]:
                 again_by[name] += nbytes
     placed = collections.Counter(r["worker"] for r in stream
-                                 if r["key"].startswith("_train_epoch"))
+                                 if r["key"].startswith("_train_epoch")
+                                 and r["key"].rpartition("-")[2].isdigit())
     return {"amm": amm, "epoch_seconds": seconds, "accuracy": scores,
             "fetched_bytes": total, "fetched_again_bytes": again,
             "fetched_again_for": dict(again_by),
