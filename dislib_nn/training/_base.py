@@ -253,10 +253,10 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
             balance=bool(self.balance), keep_last=recompute,
             rates=self.balance if isinstance(self.balance, (list, tuple))
             else None)
-        plan = self._plan(epochs, n_epochs)
+        given = fit_params(self, self._epoch_strategy_class())
+        plan = self._plan(epochs, given, n_epochs)
         # What the fit runs: the plan's choices in place of "auto".
-        params = fit_params(self, self._epoch_strategy_class())._replace(
-            sync_every=plan.sync_every, own=plan.own)
+        params = given._replace(sync_every=plan.sync_every, own=plan.own)
         named = self._callbacks(plan)
         for _, cb in named:
             cb.initialize()
@@ -298,17 +298,17 @@ class EpochAveragingBase(ParamsMixin, PersistMixin, FitDataMixin,
                 wants=scorer_of(self).wants)
         return validate
 
-    def _plan(self, epochs, n_epochs):
+    def _plan(self, epochs, given, n_epochs):
         """What ``sync_every="auto"``, ``lr_scaling="auto"`` and the
         strategy's own ``"auto"`` parameters run as (:mod:`._adaptive`),
         from the replicas' steps in the first epoch of ``epochs`` (the
         fit's ``EpochData``); a callable ``sync_every`` is checked for
         each of the fit's ``n_epochs`` epochs first, before anything is
-        submitted."""
+        submitted. ``given``: the fit's :class:`FitParams` before the
+        plan."""
         for epoch in range(self.n_epochs_, self.n_epochs_ + n_epochs):
             sync_every_at(self.sync_every, epoch)
         strategy = self._epoch_strategy_class()
-        given = fit_params(self, strategy)
         return adaptive_plan(
             self.sync_every, self.lr_scaling, self.n_workers_,
             steps_per_epoch(epochs, given, self.n_epochs_),

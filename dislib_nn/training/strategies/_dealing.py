@@ -240,20 +240,18 @@ class EpochData:
         :meth:`blocks` returned them), with ``keep_last``; else None."""
         return None if self._last is None else self._last[:2]
 
-    def block_home(self, epoch, worker):
-        """``(b, n)``: ``worker``'s first block of ``epoch`` is block ``b``
-        of ``n``, made on the node of replica ``b`` of ``n``
-        (:mod:`dislib_nn.data._placing`); None when it has no block."""
-        x, _ = self.prepare(epoch)
-        blocks = self.assignment(epoch)[worker]
-        return (blocks[0], x.n_blocks) if blocks else None
-
-    def block_bytes(self, epoch, worker):
-        """The bytes of ``worker``'s blocks of ``epoch``, X and y."""
+    def block_homes(self, epoch):
+        """Per worker, ``((b, n), nbytes)``: its first block of ``epoch``
+        is block ``b`` of ``n``, made on the node of replica ``b`` of
+        ``n`` (:mod:`dislib_nn.data._placing`), and its blocks of X and
+        y hold ``nbytes``; None for a worker with no block."""
         x, y = self.prepare(epoch)
-        rows = sum(x.block_sizes[b] for b in self.assignment(epoch)[worker])
-        return rows * sum(math.prod(t.sample_shape) * t.dtype.itemsize
-                          for t in (x, y))
+        row_bytes = sum(math.prod(t.sample_shape) * t.dtype.itemsize
+                        for t in (x, y))
+        return [None if not blocks else (
+                    (blocks[0], x.n_blocks),
+                    row_bytes * sum(x.block_sizes[b] for b in blocks))
+                for blocks in self.assignment(epoch)]
 
     def rows(self, epoch):
         """Rows per worker for ``epoch``."""

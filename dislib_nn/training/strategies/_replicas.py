@@ -11,7 +11,7 @@ and lives here (reading what they reported is
 from dislib_nn import runtime
 from dislib_nn.training.tasks._sharded import ShardedModel
 
-__all__ = ["Trained", "submit_training", "home"]
+__all__ = ["Trained", "submit_training", "homes"]
 
 
 class Trained:
@@ -39,9 +39,9 @@ class Trained:
         self.stats = stats
 
 
-def home(setup, epoch, worker):
-    """Where replica ``worker`` trains ``epoch``: ``(node, of)`` for
-    :func:`dislib_nn.runtime.placed`.
+def homes(setup, epoch):
+    """Where each replica trains ``epoch``: ``(node, of)`` for
+    :func:`dislib_nn.runtime.placed`, one per worker.
 
     On the replica's own node, replica ``worker`` of ``n_workers``, every
     round: its optimizer state, its blocks and its shard of a sharded
@@ -56,12 +56,11 @@ def home(setup, epoch, worker):
     for ``shuffle="local"``, which deals the blocks to the replicas anew
     every epoch.
     """
-    own = (worker, setup.n_workers)
-    block = setup.data.block_home(epoch, worker)
-    if block is not None and \
-            setup.data.block_bytes(epoch, worker) > 2 * setup.state_bytes:
-        return block
-    return own
+    carried = 2 * setup.state_bytes
+    n = setup.n_workers
+    return [block[0] if block is not None and block[1] > carried
+            else (w, n)
+            for w, block in enumerate(setup.data.block_homes(epoch))]
 
 
 def submit_training(setup, blocks, inputs, epoch, lr, share=None,
@@ -100,6 +99,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
     """
     reset = setup.params.optimizer_state == "reset"
     ends_epoch = share is None or share[0] == share[1] - 1
+    where = homes(setup, epoch)
     states, optims, counts, stats = [], [], [], []
     for w, ((x_blocks, y_blocks), (state, optim)) in enumerate(
             zip(blocks, inputs)):
@@ -113,7 +113,7 @@ def submit_training(setup, blocks, inputs, epoch, lr, share=None,
             base = (merge_from[w],)
         # A task's state is a list: one state dict, or a model's shards.
         parts = list(state) if isinstance(state, ShardedModel) else [state]
-        with runtime.placed(*home(setup, epoch, w)):
+        with runtime.placed(*where[w]):
             out = setup.train_task(setup.task_components, parts, optim,
                                    x_blocks, y_blocks, settings, *base)
         for results, value in zip((states, optims, counts, stats), out):
