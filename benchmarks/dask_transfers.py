@@ -35,6 +35,7 @@ import torch  # noqa: E402
 import dislib_nn  # noqa: E402
 from _ddp import build_model, make_data  # noqa: E402
 from dislib_nn import runtime  # noqa: E402
+from dislib_nn.runtime._dask import task_key  # noqa: E402
 
 SETTING = {"lr_scaling": "linear", "sync_every": 1, "merge": "sharded",
            "outer_lr": 0.8, "outer_momentum": 0.5}
@@ -73,9 +74,16 @@ def fetches(client, since):
             for key, nbytes in keys.items()]
 
 
+def _task_name(key):
+    """The name of the task whose key, or whose output part's key, is
+    ``key`` (the key itself for dask's own)."""
+    parsed = task_key(key.rpartition("-part")[0] or key)
+    return key if parsed is None else parsed.name
+
+
 def readers(stream, worker, start):
     """The tasks on ``worker`` whose inputs were arriving at ``start``."""
-    return sorted({r["key"].rsplit("-", 1)[0] for r in stream
+    return sorted({_task_name(r["key"]) for r in stream
                    if r["worker"] == worker and any(
                        s["action"] == "transfer"
                        and s["start"] - 0.05 <= start <= s["stop"] + 0.05
@@ -97,9 +105,10 @@ def one_run(client, args, data, amm):
             again += nbytes
             for name in readers(stream, worker, start) or ["(no task)"]:
                 again_by[name] += nbytes
-    placed = collections.Counter(r["worker"] for r in stream
-                                 if r["key"].startswith("_train_epoch")
-                                 and r["key"].rpartition("-")[2].isdigit())
+    keys = [(task_key(r["key"]), r["worker"]) for r in stream]
+    placed = collections.Counter(
+        worker for key, worker in keys
+        if key is not None and key.name == "_train_epoch")
     return {"amm": amm, "epoch_seconds": seconds, "accuracy": scores,
             "fetched_bytes": total, "fetched_again_bytes": again,
             "fetched_again_for": dict(again_by),

@@ -83,6 +83,10 @@ DASK_PORT = 8786
 # time here; docs/hpc.md, "Workers' malloc").
 WORKER_ENV = {"DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON":
               "{'MALLOC_TRIM_THRESHOLD_': None}"}
+# The scheduler leaves placed tasks where they were placed: work stealing
+# moves a task and its inputs at a bandwidth it assumes (docs/hpc.md,
+# "Work stealing").
+SCHEDULER_ENV = {"DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING": "False"}
 MAX_NODES = 253                 # node i is .(i + 2); .1 is the master
 DEFAULT_PREFIX = "dnt"
 
@@ -572,7 +576,7 @@ class Testbed:
         self._daemon("dask scheduler", "master", [
             python, "-m", "distributed.cli.dask_scheduler",
             "--host", self.master_address, "--port", str(DASK_PORT),
-            "--no-dashboard"])
+            "--no-dashboard"], env=SCHEDULER_ENV)
         for i, addr in enumerate(self.addresses):
             resources = ["--resources", self.resources] if self.resources \
                 else []

@@ -30,6 +30,7 @@ import itertools
 import operator
 import threading
 import time
+from typing import NamedTuple
 
 from dislib_nn.exceptions import BackendError, WorkerDiedError
 from dislib_nn.runtime import _dask_timed, _execute, _placement, _serialize
@@ -44,6 +45,23 @@ SCATTER_MIN_BYTES = 1 << 20
 ADDRESSES_TTL_S = 10.0
 
 _OK = _serialize.dumps(("ok",))
+
+
+class TaskKey(NamedTuple):
+    """What the dask key of one of this backend's tasks says: the task
+    function's name and its number, in the order the tasks became ready
+    and went to dask."""
+    name: str
+    number: int
+
+
+def task_key(key):
+    """The :class:`TaskKey` of a dask ``key`` this backend gave a task
+    (``"<name>-<number>"``), or None for any other key: a task's output
+    parts (``"<task key>-part<i>"``) or dask's own."""
+    name, _, number = str(key).rpartition("-")
+    return TaskKey(name, int(number)) if name and number.isdigit() \
+        else None
 
 
 class Remote:
@@ -150,7 +168,7 @@ class DaskExecutor:
                 self._send(client, args, home),
                 [self._send(client, d, home) for d in deps], n_outputs,
                 keep_status, node.time_out,
-                key=f"{node.name}-{next(self._keys)}",
+                key=f"{node.name}-{next(self._keys)}",   # see task_key
                 resources=self._resources(node), pure=False,
                 priority=self._priority(node), workers=home,
                 allow_other_workers=home is not None)

@@ -26,6 +26,18 @@ TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
 NO_MALLOC_TRIM = {
     f"distributed.nanny.pre-spawn-environ.{TRIM_VARIABLE}": None}
 
+#: The dask configuration under which the scheduler leaves a placed task
+#: where it was placed. Work stealing moves a task from a busy worker to
+#: an idle one when its inputs look cheap to move, at a bandwidth the
+#: scheduler learns only from transfers over 1 MB (100 MB/s until then):
+#: on the testbed at 8 Mbit/s it moved validation tasks away from their
+#: 6.3 MB test blocks, which then took 6.6-6.9 s to cross, in one fit of
+#: five and one of six (docs/hpc.md, "Work stealing"). dislib_nn puts
+#: each task where its blocks or its replica are, by placing it or
+#: through its inputs, so stealing has nothing to balance; a placement
+#: does not stop it.
+NO_WORK_STEALING = {"distributed.scheduler.work-stealing": False}
+
 
 @contextlib.contextmanager
 def _without(name):
@@ -166,9 +178,11 @@ class Connection:
         # A task whose worker dies fails at once (WorkerDiedError), and
         # its on_failure policy decides, as on the local backend; dask
         # would otherwise rerun it on other workers first. The workers
-        # keep glibc's own malloc thresholds (NO_MALLOC_TRIM).
+        # keep glibc's own malloc thresholds (NO_MALLOC_TRIM), and the
+        # scheduler keeps tasks where they are placed (NO_WORK_STEALING).
         with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                              **NO_MALLOC_TRIM}), _without(TRIM_VARIABLE):
+                              **NO_MALLOC_TRIM, **NO_WORK_STEALING}), \
+                _without(TRIM_VARIABLE):
             self._cluster = LocalCluster(
                 n_workers=self.local_workers or default_workers(),
                 threads_per_worker=1, processes=True,

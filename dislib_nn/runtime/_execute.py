@@ -147,8 +147,17 @@ def _load(header, payloads):
     """The task's function, and its arguments by name."""
     _, args_payload, *dep_payloads = payloads
     fn = getattr(header["function"], "__wrapped__", header["function"])
-    deps = [_serialize.loads(p) for p in dep_payloads]
-    return fn, _serialize.loads(args_payload, deps)
+    try:
+        deps = [_serialize.loads(p) for p in dep_payloads]
+        return fn, _serialize.loads(args_payload, deps)
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"the arguments of task {header['name']}() hold an object of "
+            f"module {exc.name!r}, which this worker cannot import: start "
+            f"the workers with the folder that holds it on their "
+            f"PYTHONPATH, or install it where they run (classes defined "
+            f"in the script itself travel by value and need neither)",
+            name=exc.name) from exc
 
 
 def _ignored(header, arguments, exc):

@@ -136,6 +136,21 @@ def _dask_commands(path):
     return found
 
 
+def test_dask_job_script_sets_only_real_dask_settings():
+    # Each DASK_* variable of the job script names a key of dask's
+    # configuration (a misspelt one would be ignored in silence).
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    with open(os.path.join(SLURM, "dask_4x4_gpus.sh")) as f:
+        names = set(re.findall(r"\bDASK_([A-Z_]+)=", f.read()))
+    assert {"DISTRIBUTED__SCHEDULER__WORK_STEALING",
+            "DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON"} <= names
+    for name in names:
+        key = ".".join(part.lower().replace("_", "-")
+                       for part in name.split("__"))
+        assert dask.config.get(key, "missing") != "missing", name
+
+
 def test_dask_job_script_names_only_real_dask_options():
     # examples/slurm/dask_4x4_gpus.sh against the installed dask CLI.
     pytest.importorskip("distributed")

@@ -182,6 +182,15 @@ def environment_variable(name):
     return os.environ.get(name)
 
 
+@task(returns=1)
+def dask_scheduler_extensions():
+    """The extensions the dask scheduler of the worker running this
+    runs (``"stealing"`` among them while it steals work)."""
+    import distributed
+    return sorted(distributed.get_client().run_on_scheduler(
+        lambda dask_scheduler: list(dask_scheduler.extensions)))
+
+
 @constraint(**GPU_TASK)
 @task(returns=1)
 def gpu_worker_pid():

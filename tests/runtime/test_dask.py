@@ -15,6 +15,7 @@ import pytest
 from dislib_nn import runtime
 from dislib_nn.exceptions import BackendError, WorkerDiedError
 from dislib_nn.runtime import wait_on
+from dislib_nn.runtime._dask import task_key
 from tests.conftest import use_backend
 from tests.runtime import tasks
 
@@ -120,12 +121,19 @@ def _records_of_a_fit(client, n_workers, **params):
                 **params).fit(X, y)
     finally:
         use_backend("local")
+    return _by_task(stream.data, lambda r: r)
+
+
+def _by_task(records, pick):
+    """``pick(record)`` of the task stream's ``records`` of the backend's
+    own tasks (not their output parts), by task name, in the order the
+    tasks became ready (their keys' numbers)."""
     numbered = {}
-    for r in stream.data:
-        name, _, number = r["key"].rpartition("-")
-        if number.isdigit():        # a task's own key, not dask's parts
-            numbered.setdefault(name, []).append((int(number), r))
-    return {name: [r for _, r in sorted(pairs, key=lambda p: p[0])]
+    for r in records:
+        key = task_key(r["key"])
+        if key is not None:
+            numbered.setdefault(key.name, []).append((key.number, pick(r)))
+    return {name: [v for _, v in sorted(pairs, key=lambda p: p[0])]
             for name, pairs in numbered.items()}
 
 
@@ -174,13 +182,7 @@ def test_blocks_are_made_on_the_worker_of_their_index(cluster, tmp_path):
     finally:
         use_backend("local")
     first, second = sorted(client.run(os.getpid))
-    ran = {}
-    for r in stream.data:
-        name, _, number = r["key"].rpartition("-")
-        if number.isdigit():
-            ran.setdefault(name, []).append((int(number), r["worker"]))
-    where = {name: [w for _, w in sorted(pairs)]
-             for name, pairs in ran.items()}
+    where = _by_task(stream.data, lambda r: r["worker"])
     assert where["_read_npy_rows"] == [first, first, second, second]
     assert where["_to_block"] == [first, second]
     assert where["_merge"] == [first, first, second, second]
@@ -210,14 +212,62 @@ def test_a_small_model_trains_where_its_rows_are(cluster):
         fetched = _fetched(client, since)
     finally:
         use_backend("local")
-    blocks = {r["key"] for r in stream.data
-              if r["key"].startswith("_to_block-")
-              and r["key"].rpartition("-")[2].isdigit()}
-    trained = [r for r in stream.data
-               if r["key"].startswith("_train_epoch-")
-               and r["key"].rpartition("-")[2].isdigit()]
+    keys = _by_task(stream.data, lambda r: r["key"])
+    blocks, trained = set(keys["_to_block"]), keys["_train_epoch"]
     assert len(blocks) == 4 and len(trained) == 2 * 6
     assert not blocks & set().union(*fetched.values())
+
+
+def _cluster_without_stealing(threads_per_worker):
+    """A 2-worker LocalCluster whose scheduler steals no work, as the
+    backend's own, and a client of it: ``(cluster, client)``."""
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=threads_per_worker,
+            processes=True, dashboard_address=":0")
+    return cluster, distributed.Client(cluster, set_as_default=False)
+
+
+def test_blocks_are_scored_and_predicted_where_they_are():
+    # Each block's score and prediction run on the worker holding the
+    # block, and the model goes to them, even while the second block's
+    # worker is busy and the first idle: on a scheduler that steals no
+    # work, as the backend's LocalCluster (docs/hpc.md, "Work
+    # stealing"), a queued task waits for the worker holding its inputs.
+    import numpy as np
+    import torch
+
+    import dislib_nn
+    cluster, client = _cluster_without_stealing(threads_per_worker=1)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, 8)).astype("float32")
+    y = (X[:, 0] > 0).astype(int)
+    runtime.set_backend("dask", client=client)
+    try:
+        clf = dislib_nn.SyncEpochAveragingClassifier(
+            module=torch.nn.Linear(8, 2), n_workers=2, n_epochs=1,
+            batch_size=32, random_state=0).fit(X, y)
+        x = dislib_nn.from_array(X, n_blocks=2)
+        yd = dislib_nn.from_array(y, n_blocks=2)
+        wait_on([tasks.nbytes(b) for b in x.blocks + yd.blocks])
+        first, second = sorted(client.run(os.getpid))
+        with distributed.get_task_stream(client=client) as stream:
+            with runtime.placed(1, of=2):
+                busy = tasks.after(0, 1.5)
+            score = clf.score(x, yd)
+            labels = clf.predict(x).collect()
+            wait_on(busy)
+        # The same model on the same rows, given as arrays.
+        same = (clf.score(X, y), clf.predict(X))
+    finally:
+        use_backend("local")
+        client.close()
+        cluster.close()
+    where = _by_task(stream.data, lambda r: r["worker"])
+    assert where["_score_block"] == [first, second]
+    assert where["_predict_block"] == [first, second]
+    assert score == same[0]
+    np.testing.assert_array_equal(labels, same[1])
 
 
 def test_replicas_sharing_a_worker_merge_there_first():
@@ -228,11 +278,7 @@ def test_replicas_sharing_a_worker_merge_there_first():
     # dask's work stealing may override to balance a loaded machine
     # (once in three CI runs here): this cluster steals nothing, so what
     # is checked is where the fit places its tasks.
-    with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=True,
-            dashboard_address=":0")
-    client = distributed.Client(cluster, set_as_default=False)
+    cluster, client = _cluster_without_stealing(threads_per_worker=2)
     try:
         ran = _records_of_a_fit(client, 4, sync_every=1)
         first, second = sorted(client.run(os.getpid))
@@ -249,12 +295,15 @@ def test_replicas_sharing_a_worker_merge_there_first():
     # the pair's output run there).
     replicas = {r["key"] for r in ran["_train_epoch"][4:]}
     assert not replicas & (fetched[first] | fetched[second])
+    # A task's key is numbered when it is ready to run, so a round's two
+    # pairs come in either order, and its root after them.
     merges = ran["_merge_pair"][3:]
     for k in (0, 3):
-        (left, right), root = merges[k:k + 2], merges[k + 2]
-        assert (left["worker"], right["worker"], root["worker"]) == \
-            (first, second, first)
-        assert right["key"] in fetched[first]
+        pairs, root = merges[k:k + 2], merges[k + 2]
+        by_worker = {r["worker"]: r for r in pairs}
+        assert set(by_worker) == {first, second}
+        assert root["worker"] == first
+        assert by_worker[second]["key"] in fetched[first]
 
 
 def test_gpu_tasks_run_only_on_workers_that_advertise_a_gpu():
@@ -311,6 +360,23 @@ def test_the_local_cluster_s_workers_keep_glibc_s_malloc_thresholds():
         assert wait_on(tasks.environment_variable("OMP_NUM_THREADS")) == "1"
     finally:
         use_backend("local")
+
+
+def test_the_local_cluster_s_scheduler_leaves_placed_tasks_in_place(
+        cluster):
+    # Work stealing would move a placed task from a busy worker to an
+    # idle one, its rows with it (docs/hpc.md, "Work stealing"): the
+    # LocalCluster the backend starts has none, while a cluster
+    # started with dask's defaults (the module's `cluster`) steals.
+    runtime.set_backend("dask", n_workers=1)
+    try:
+        ours = wait_on(tasks.dask_scheduler_extensions())
+    finally:
+        use_backend("local")
+    assert "stealing" not in ours and "amm" in ours
+    _, client = cluster
+    assert "stealing" in client.run_on_scheduler(
+        lambda dask_scheduler: list(dask_scheduler.extensions))
 
 
 def test_the_current_client_is_used_when_no_backend_was_chosen():
@@ -372,3 +438,26 @@ def test_a_scheduler_out_of_reach_is_an_error_naming_it():
                 wait_on(tasks.add(1, 2))
     finally:
         use_backend("local")
+
+
+def test_an_argument_the_workers_cannot_import_names_its_module(
+        cluster, tmp_path, monkeypatch):
+    # A class from a module beside the script, on the master's path but
+    # not the workers', travels by reference: the task's error names the
+    # module and says how to reach it.
+    import importlib
+    import uuid
+    _, client = cluster
+    name = "dnn_master_only_" + uuid.uuid4().hex[:8]
+    (tmp_path / f"{name}.py").write_text("class Box:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    box = importlib.import_module(name).Box()
+    runtime.set_backend("dask", client=client)
+    try:
+        with pytest.raises(ModuleNotFoundError) as info:
+            wait_on(tasks.identity(box))
+    finally:
+        use_backend("local")
+    message = str(info.value)
+    assert f"task identity() hold an object of module '{name}'" in message
+    assert "PYTHONPATH" in message
