@@ -95,6 +95,13 @@ def make_data(name, n_train, n_test, seed):
     return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
 
 
+def row_bytes(name):
+    """Bytes of one training row of model ``name``'s data
+    (:func:`make_data`): its float32 features and its int64 label."""
+    features = 3 * 32 * 32 if name == "cnn" else MLPS[name][0]
+    return 4 * features + 8
+
+
 def epoch_order(n_train, epoch, seed):
     """The permutation of the training rows for ``epoch``, on every rank."""
     return torch.from_numpy(

@@ -10,6 +10,8 @@ not). This script replaces the ones the testbed measures, from
   the training floor, per merge round, minus the transfers at the
   measured rate);
 - **transfer rate**: each link's measured goodput;
+- **rows moved**: what the default global shuffle sends between nodes,
+  from the rows' size;
 - **DDP's overlap**: the share of the all-reduce hidden behind compute,
   ``(nosync step + ring time - DDP step) / ring time``, the ring time
   ``2 (P-1)/P M / B`` at the measured rate.
@@ -32,6 +34,16 @@ model twice, all links at once:
 
     round = h + 2 (P - 1) / P M / B
 
+An epoch is its training floor and its rounds, plus, under the
+estimators' default ``shuffle="global"``, the rows that change node: of
+a node's D / P bytes of training rows, (P - 1) / P leave and as many
+arrive, every link at once:
+
+    epoch = floor + rounds x round + (P - 1) / P^2 D / B
+
+(``shuffle="local"`` and ``"none"`` move no rows.) D is the report's
+``data_bytes``, or for older reports its rows times a row's bytes.
+
 ``h`` is calibrated for each synchronous row (each setting) from its own
 unshaped cell, and predicts its shaped cells; the projection uses the
 defaults row's (``sync``).
@@ -46,6 +58,7 @@ import json
 import math
 
 from _cost import cluster, ddp, epoch_averaging, measure_merge  # noqa: E402
+from _ddp import row_bytes  # noqa: E402
 from _machine import print_header  # noqa: E402
 
 # Float32 parameters of benchmarks/_ddp.py's models, for reports that
@@ -62,6 +75,26 @@ def model_bytes(report, default):
             if row.get("model_bytes"):
                 return row["model_bytes"]
     return default
+
+
+def data_bytes(report):
+    """Bytes of the report's training rows (features and labels)."""
+    if report.get("data_bytes"):
+        return report["data_bytes"]
+    argv = report.get("argv", [])
+
+    def arg(flag, default):
+        return argv[argv.index(flag) + 1] if flag in argv else default
+    return int(arg("--n-train", 4096)) * row_bytes(arg("--model", "mlp4m"))
+
+
+def shuffle_bytes(row, nodes, data):
+    """Bytes of rows a global shuffle puts through each node's link in an
+    epoch of the row (0 for the other shuffle modes); ``data`` the
+    training rows' bytes."""
+    if row.get("setting", {}).get("shuffle", "global") != "global":
+        return 0.0
+    return (nodes - 1) / nodes ** 2 * data
 
 
 def _median(values):
@@ -101,9 +134,10 @@ def _sync_rows(cell):
             and c.get("floor_epoch_seconds") is not None]
 
 
-def calibrate(report, model_bytes):
+def calibrate(report, model_bytes, data=0):
     """``(hs, overlap)``: each synchronous row's per-round overhead (s),
-    name -> h, from its unshaped cell, and DDP's median overlap."""
+    name -> h, from its unshaped cell, and DDP's median overlap; ``data``
+    the training rows' bytes."""
     P = report["nodes"]
     hs = {}
     overlaps = []
@@ -112,7 +146,7 @@ def calibrate(report, model_bytes):
         for row in _sync_rows(cell) if cell["rate"] == "none" else []:
             name = row["contender"]
             per_round = (row["epoch_seconds"] - row["floor_epoch_seconds"]
-                         ) / _rounds(row)
+                         - shuffle_bytes(row, P, data) / B) / _rounds(row)
             hs[name] = per_round - round_bytes(name, P, model_bytes) / B
         best = report_ddp(cell)
         if best is not None and cell["rate"] != "none":
@@ -126,7 +160,7 @@ def report_ddp(cell):
     return _contender(cell, f"ddp-{cell.get('ddp_scaling') or 'linear'}")
 
 
-def predict(report, model_bytes, hs, overlap):
+def predict(report, model_bytes, hs, overlap, data=0):
     """Rows ``(link, contender, measured, predicted)`` of every cell."""
     P = report["nodes"]
     rows = []
@@ -137,7 +171,8 @@ def predict(report, model_bytes, hs, overlap):
             if name not in hs:
                 continue
             guess = row["floor_epoch_seconds"] + _rounds(row) * (
-                hs[name] + round_bytes(name, P, model_bytes) / B)
+                hs[name] + round_bytes(name, P, model_bytes) / B) \
+                + shuffle_bytes(row, P, data) / B
             rows.append((cell["rate"], f"{name} epoch", row["epoch_seconds"],
                          guess))
         best = report_ddp(cell)
@@ -162,20 +197,23 @@ def main(argv=None):
         with open(path) as f:
             report = json.load(f)
         M = model_bytes(report, MODEL_BYTES[args.model])
-        rows_h, overlap = calibrate(report, M)
+        D = data_bytes(report)
+        rows_h, overlap = calibrate(report, M, D)
         hs.append(rows_h.get("sync"))
         overlaps.append(overlap)
-        print(f"\n{path}: {report['nodes']} nodes; DDP's overlap "
+        print(f"\n{path}: {report['nodes']} nodes, {D / 1e6:.1f} MB of "
+              f"training rows; DDP's overlap "
               f"{'-' if overlap is None else f'{overlap:.2f}'}")
         for name, h in rows_h.items():
             print(f"  per-round overhead h = {h:.3f} s: {name}")
-        rows = predict(report, M, rows_h, overlap)
+        rows = predict(report, M, rows_h, overlap, D)
         width = max([22] + [len(what) + 2 for _, what, _, _ in rows])
-        print(f"  {'link':<9}{'what':<{width}}{'measured':>10}{'model':>10}"
-              f"{'error':>9}")
+        links = max([6] + [len(link) + 2 for link, _, _, _ in rows])
+        print(f"  {'link':<{links}}{'what':<{width}}{'measured':>10}"
+              f"{'model':>10}{'error':>9}")
         for link, what, measured, guess in rows:
             err = (guess - measured) / measured
-            print(f"  {link:<9}{what:<{width}}{measured:>10.3f}"
+            print(f"  {link:<{links}}{what:<{width}}{measured:>10.3f}"
                   f"{guess:>10.3f}{100 * err:>8.0f}%"
                   f"{'' if abs(err) <= 0.3 else '  MISS'}")
     h = _median(hs)

@@ -85,7 +85,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _ddp import (MODELS, accuracy, build_model,  # noqa: E402
-                  epoch_order, make_data, run_ddp)
+                  epoch_order, make_data, row_bytes, run_ddp)
 
 # The link rates that keep DDP's r = communication / compute per step of
 # mlp4m near a cluster's (docs/REALNET: 1gbit gives r ~ 3 at 2 nodes,
@@ -362,6 +362,17 @@ def _mark(ok):
 
 
 # ------------------------------------------------------------ the driver
+def _workers_import_here():
+    """Put this folder on the ``PYTHONPATH`` the testbed's processes
+    inherit: the dask workers unpickle the CNN as ``_common.CNN`` and
+    import this folder's modules as this script does, wherever it was
+    started from."""
+    path = os.environ.get("PYTHONPATH", "")
+    if HERE not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (HERE, path) if p)
+
+
 def run_link(args, rate, target, unshaped):
     """Every contender on one testbed of ``--nodes`` at ``rate``."""
     from testbed import Testbed
@@ -603,6 +614,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    _workers_import_here()
     import shutil
     import tempfile
     # The children's reports, removed however the run ends.
@@ -672,6 +684,7 @@ def _run(args):
             json.dump({"argv": sys.argv[1:], "seed": args.seed,
                        "epochs": args.epochs,
                        "nodes": args.nodes, "target": target,
+                       "data_bytes": args.n_train * row_bytes(args.model),
                        "single": single, "cells": cells,
                        "verdicts": verdicts}, f, indent=1)
     return 0

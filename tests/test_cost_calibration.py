@@ -52,3 +52,34 @@ def test_each_synchronous_row_is_calibrated_unshaped_and_predicts_shaped(
     assert guess == pytest.approx(1.0 + hs[sharded] + 1.5 * M / SLOW)
     assert rows[("8mbit", f"{tree} epoch")][1] == pytest.approx(
         1.0 + hs[tree] + 5 * M / SLOW)
+
+
+def test_a_global_shuffle_moves_its_rows_through_every_link(calibration):
+    """The default global shuffle sends (P - 1) / P of a node's D / P
+    bytes of rows each epoch; the local setting sends none."""
+    D = 64e6                                # training rows' bytes
+    per_link = 3 / 16 * D                   # P = 4
+    defaults = _row("sync", 3.0 + per_link / FAST, 1.0)
+    local = dict(_row("sync shuffle=local", 3.0, 1.0),
+                 setting={"shuffle": "local"})
+    shaped_defaults = _row("sync", 0.0, 1.0)
+    report = _report([("none", 8000, [defaults, local]),
+                      ("8mbit", 8, [shaped_defaults, local])])
+    report["data_bytes"] = D
+    assert calibration.data_bytes(report) == D
+    assert calibration.shuffle_bytes(defaults, 4, D) == per_link
+    assert calibration.shuffle_bytes(local, 4, D) == 0.0
+    hs, _ = calibration.calibrate(report, M, D)
+    # The unshaped shuffle's seconds are not counted as round overhead.
+    assert hs["sync"] == pytest.approx(hs["sync shuffle=local"])
+    rows = {(link, what): guess for link, what, _, guess
+            in calibration.predict(report, M, hs, None, D)}
+    assert rows[("8mbit", "sync epoch")] - \
+        rows[("8mbit", "sync shuffle=local epoch")] == \
+        pytest.approx(per_link / SLOW)
+
+
+def test_an_older_report_s_rows_come_from_its_command_line(calibration):
+    report = {"argv": ["--model", "cnn", "--n-train", "1000"]}
+    assert calibration.data_bytes(report) == 1000 * (3 * 32 * 32 * 4 + 8)
+    assert calibration.data_bytes({"argv": []}) == 4096 * (1024 * 4 + 8)

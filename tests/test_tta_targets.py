@@ -114,3 +114,19 @@ def test_data_on_workers_are_the_rows_the_arrays_hold(tta, tmp_path):
             assert got.dtype == array.dtype and (got == array).all()
     finally:
         runtime.set_backend("local")
+
+
+def test_the_testbed_s_workers_import_the_benchmarks_modules(tta,
+                                                              monkeypatch):
+    """The CNN reaches the dask workers as ``_common.CNN``: the
+    benchmark's folder goes on the path they inherit, once, wherever the
+    script was started from."""
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    tta._workers_import_here()
+    tta._workers_import_here()
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == [
+        tta.HERE, "/elsewhere"]
+    monkeypatch.delenv("PYTHONPATH")
+    tta._workers_import_here()
+    assert os.environ["PYTHONPATH"] == tta.HERE
+    assert os.path.samefile(tta.HERE, BENCHMARKS)
